@@ -1,0 +1,52 @@
+# ticdc-delta-ingest: `make demo` and `make test` set everything up on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CACHE := $(HOME)/.cache/ticdc-delta-ingest
+
+.DEFAULT_GOAL := help
+.PHONY: help install jars demo test test-unit test-spark lint fmt typecheck sample clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its local Spark/Delta and dev tools
+
+jars: $(STAMP) ## fetch the Spark packages (Delta) from Maven Central into ~/.cache, once per machine
+	$(BIN)/python -m ingest.warmup
+
+demo: jars ## mirror the bundled sample stream into ./lakehouse and print what happened per table
+	$(BIN)/ticdc-ingest demo --target-path lakehouse
+
+test: jars ## the whole suite: unit and real Spark + Delta tests
+	$(BIN)/python -m pytest
+
+test-unit: $(STAMP) ## the fast loop: pure logic only, no Spark
+	$(BIN)/python -m pytest -m "not spark and not kafka and not notebook"
+
+test-spark: jars ## only the local Spark + Delta tests
+	$(BIN)/python -m pytest -m spark
+
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check ingest tests jobs notebooks
+	$(BIN)/ruff format --check ingest tests jobs notebooks
+	$(BIN)/mypy
+
+fmt: $(STAMP) ## format and fix what ruff can
+	$(BIN)/ruff format ingest tests jobs notebooks
+	$(BIN)/ruff check --fix ingest tests jobs notebooks
+
+sample: $(STAMP) ## regenerate the bundled sample stream from its generator
+	rm -rf ingest/samples/canal_json
+	$(BIN)/python -m ingest.sample ingest/samples/canal_json
+
+clean: ## remove the virtualenv and the demo lakehouse (the jar cache in ~/.cache stays)
+	rm -rf $(VENV) lakehouse .pytest_cache .mypy_cache .ruff_cache

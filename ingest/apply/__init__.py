@@ -1,0 +1,1 @@
+"""I/O against Delta: schema changes and MERGE."""

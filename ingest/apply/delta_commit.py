@@ -1,0 +1,76 @@
+"""How a Delta commit carries our per-table state, and Delta's idempotent-write ids.
+
+Each commit we make stores the table's state (A_T, D_T, DDL identities) as JSON in the commit's
+``userMetadata``, so the state moves atomically with the data (R8) and shows in ``DESCRIBE HISTORY``.
+MERGEs also carry ``txnAppId``/``txnVersion``: Delta skips a write whose version is not above the last
+one recorded for the stream, so a replayed segment is a no-op even before our row guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import orjson
+from pyspark.sql import SparkSession
+
+from ingest.model import TableState, tso_to_datetime
+
+METADATA_KEY = "ticdc-ingest"
+CONF_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+CONF_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+CONF_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+COMMIT_TS_COLUMN = "_tidb_commit_ts"
+PROPERTY_KEY_COLUMNS = "ticdc.keyColumns"
+PROPERTY_SOURCE_TABLE = "ticdc.sourceTable"
+PROPERTY_APPLIED_TS = "ticdc.appliedTs"
+
+
+def state_to_metadata(state: TableState, *, run_id: int, step: str) -> str:
+    """The userMetadata text of a commit: our marker, the table state after it, and why it was made."""
+    return orjson.dumps(
+        {
+            METADATA_KEY: {
+                "applied_ts": state.applied_ts,
+                "applied_time": tso_to_datetime(state.applied_ts).isoformat() if state.applied_ts else None,
+                "ddl_ts": state.ddl_ts,
+                "ddl_ids": sorted(state.ddl_ids),
+                "run_id": run_id,
+                "step": step,
+            }
+        }
+    ).decode()
+
+
+def state_from_metadata(text: str | None) -> TableState | None:
+    """Parse a commit's userMetadata; None when the commit is not one of ours."""
+    if not text or METADATA_KEY not in text:
+        return None
+    try:
+        payload = orjson.loads(text)[METADATA_KEY]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return TableState(
+        applied_ts=int(payload["applied_ts"]),
+        ddl_ts=int(payload["ddl_ts"]),
+        ddl_ids=frozenset(payload.get("ddl_ids", [])),
+    )
+
+
+def txn_version(applied_ts: int) -> int:
+    """Delta txnVersion for a segment ending at ``applied_ts``: monotonic with A_T, so replays skip."""
+    return applied_ts
+
+
+@contextmanager
+def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None = None) -> Iterator[None]:
+    """Session confs that Delta reads for the next commit(s), unset afterwards."""
+    spark.conf.set(CONF_USER_METADATA, metadata)
+    if txn is not None:
+        spark.conf.set(CONF_TXN_APP_ID, txn[0])
+        spark.conf.set(CONF_TXN_VERSION, str(txn[1]))
+    try:
+        yield
+    finally:
+        for key in (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION):
+            spark.conf.unset(key)

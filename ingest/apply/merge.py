@@ -1,0 +1,159 @@
+"""One segment of one table's rows -> one guarded Delta MERGE. I/O.
+
+Rules R2, R6 and R7 of consumer-semantics.md, run on executors: UPDATEs that change the key become a DELETE
+of the old key and an upsert of the new one; per key the latest change wins by (commit_ts, rank, offset),
+where a DELETE ranks below an after-image at the same commit_ts; the MERGE overwrites a row only when the
+target's ``_tidb_commit_ts`` is not newer (``<=``) and deletes it only when strictly older (``<``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import reduce
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from ingest.apply import convert
+from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing
+from ingest.decode import canal_json as cj
+from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
+
+logger = logging.getLogger(__name__)
+
+RANK_COLUMN = "_tidb_rank"
+BAD_COLUMN = "__bad"
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    upserted: int
+    deleted: int
+    source_rows: int
+
+
+def _col(prefix: str, name: str) -> Column:
+    return F.col(f"{prefix}.`{name.replace('`', '``')}`")
+
+
+def _image(name: str, image: Column) -> Column:
+    return image[F.lit(name)]
+
+
+def segment_rows(dml: DataFrame, segment: Segment) -> DataFrame:
+    """The decoded DML rows of one table that fall into a segment."""
+    ts = F.col("commit_ts")
+    low = ts >= segment.low if segment.low_inclusive else ts > segment.low
+    return dml.where(
+        (F.col("database") == segment.table.schema)
+        & (F.col("table") == segment.table.table)
+        & low
+        & (ts <= segment.high)
+    )
+
+
+def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timezone: str) -> DataFrame:
+    """R2: one row per change with typed columns, a rank, and the names of columns that did not convert."""
+    data, old = F.col("data"), F.col("old")
+    before = F.when(old.isNull(), data).otherwise(F.map_zip_with(data, old, lambda _k, new, prev: F.coalesce(prev, new)))
+    key_changed = reduce(
+        lambda acc, k: acc | (F.coalesce(_image(k, old), _image(k, data)) != _image(k, data)),
+        key,
+        F.lit(False),
+    )
+    typ = F.col("type")
+    changes = F.filter(
+        F.array(
+            F.when(typ == cj.TYPE_DELETE, F.struct(F.lit(RANK_DELETE).alias("rank"), data.alias("image"))),
+            F.when((typ == cj.TYPE_UPDATE) & key_changed, F.struct(F.lit(RANK_DELETE).alias("rank"), before.alias("image"))),
+            F.when(typ.isin(cj.TYPE_INSERT, cj.TYPE_UPDATE), F.struct(F.lit(RANK_UPSERT).alias("rank"), data.alias("image"))),
+        ),
+        lambda c: c.isNotNull(),
+    )
+    exploded = rows.select("*", F.explode(changes).alias("change"))
+    image = F.col("change.image")
+    is_upsert = F.col("change.rank") == RANK_UPSERT
+    typed: list[Column] = []
+    problems: list[Column] = []
+    for field in schema.fields:
+        raw = _image(field.name, image)
+        value = convert.from_wire(raw, field.dataType, timezone)
+        typed.append(value.alias(field.name))
+        failed = convert.conversion_failed(raw, value, field.dataType)
+        if field.name in key:
+            problem = F.when(raw.isNull(), F.lit(f"missing key column {field.name}")).when(
+                failed, F.lit(f"{field.name}: value will not convert to {field.dataType.simpleString()}")
+            )
+        else:
+            problem = F.when(is_upsert & failed, F.lit(f"{field.name}: value will not convert to "
+                                                       f"{field.dataType.simpleString()}"))
+        problems.append(problem)
+    return exploded.select(
+        "topic", "partition", "offset", "timestamp", "key", "value", "commit_ts",
+        F.col("change.rank").alias(RANK_COLUMN),
+        *typed,
+        F.concat_ws("; ", *problems).alias(BAD_COLUMN),
+    )
+
+
+def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
+    """R6: exactly one change per key, the greatest by (commit_ts, rank, offset)."""
+    order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
+        F.col("commit_ts").desc(), F.col(RANK_COLUMN).desc(), F.col("partition").desc(), F.col("offset").desc()
+    )
+    latest = changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
+    return latest.select(*[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS_COLUMN), RANK_COLUMN)
+
+
+_CONFLICTS = (ConcurrentAppendException, ConcurrentDeleteReadException, MetadataChangedException,
+              ProtocolChangedException)
+
+
+@retry(
+    retry=retry_if_exception_type(_CONFLICTS),
+    stop=stop_after_attempt(5),
+    wait=wait_random_exponential(multiplier=0.5, max=30),
+    before_sleep=before_sleep_log(logger, logging.WARNING),
+    reraise=True,
+)
+def apply_merge(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    key: tuple[str, ...],
+    columns: list[str],
+    metadata: str,
+    txn: tuple[str, int],
+) -> MergeResult:
+    """R7: MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change)."""
+    target = DeltaTable.forPath(spark, path).alias("t")
+    condition = reduce(lambda acc, k: acc & (_col("t", k) == _col("s", k)), key[1:], _col("t", key[0]) == _col("s", key[0]))
+    values = {f"`{c}`": _col("s", c) for c in [*columns, COMMIT_TS_COLUMN]}
+    s_ts, t_ts, rank = _col("s", COMMIT_TS_COLUMN), _col("t", COMMIT_TS_COLUMN), _col("s", RANK_COLUMN)
+    with committing(spark, metadata, txn):
+        metrics = (
+            target.merge(source.alias("s"), condition)
+            .whenMatchedUpdate(condition=(rank == RANK_UPSERT) & (t_ts <= s_ts), set=values)
+            .whenMatchedDelete(condition=(rank == RANK_DELETE) & (t_ts < s_ts))
+            .whenNotMatchedInsert(condition=rank == RANK_UPSERT, values=values)
+            .execute()
+        )
+    row = metrics.first() if metrics is not None else None
+    if row is None:
+        return MergeResult(0, 0, 0)
+    stats = row.asDict()
+    return MergeResult(
+        upserted=int(stats.get("num_updated_rows", 0) or 0) + int(stats.get("num_inserted_rows", 0) or 0),
+        deleted=int(stats.get("num_deleted_rows", 0) or 0),
+        source_rows=int(stats.get("num_affected_rows", 0) or 0),
+    )

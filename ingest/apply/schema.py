@@ -1,0 +1,111 @@
+"""Schema changes -> Delta: create tables, add columns (with back-fill), truncate. I/O.
+
+Every step ends with a commit that carries the table's new state, even when the change itself touched no
+rows (an UPDATE or DELETE on an empty table makes no commit): a DDL must never be half-recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ingest.apply import convert
+from ingest.apply.delta_commit import (
+    COMMIT_TS_COLUMN,
+    PROPERTY_APPLIED_TS,
+    PROPERTY_KEY_COLUMNS,
+    PROPERTY_SOURCE_TABLE,
+    committing,
+)
+from ingest.model import TableId, TableSchema
+from ingest.plan import schema as plan
+
+logger = logging.getLogger(__name__)
+
+TABLE_PROPERTIES = {
+    # Renames and drops of columns (later DDL) need column mapping; set it at creation, it cannot be
+    # turned on cheaply later. Type widening lets INT -> BIGINT and DECIMAL widening follow upstream.
+    "delta.columnMapping.mode": "name",
+    "delta.enableTypeWidening": "true",
+    "delta.enableDeletionVectors": "true",
+}
+
+
+def quote(name: str) -> str:
+    """Backtick a column or table name for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return bool(DeltaTable.isDeltaTable(spark, path))
+
+
+def create_table(spark: SparkSession, path: str, table: TableId, schema: TableSchema, metadata: str) -> None:
+    """Create the Delta table for an upstream table, if it does not exist yet."""
+    builder = DeltaTable.createIfNotExists(spark).location(path)
+    for column in schema.columns:
+        builder = builder.addColumn(
+            column.name, convert.spark_type(column.type), nullable=True, comment=f"tidb: {column.type}"
+        )
+    builder = builder.addColumn(
+        COMMIT_TS_COLUMN, T.LongType(), nullable=True, comment="TiDB commitTs of the change that wrote the row"
+    )
+    for key, value in TABLE_PROPERTIES.items():
+        builder = builder.property(key, value)
+    builder = builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(schema.key)).decode())
+    builder = builder.property(PROPERTY_SOURCE_TABLE, str(table))
+    with committing(spark, metadata):
+        builder.execute()
+    logger.info("created Delta table %s at %s, key %s", table, path, ", ".join(schema.key))
+
+
+def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
+    """Make a path table visible as ``catalog.schema.table`` (or ``schema.table``)."""
+    parts = name.split(".")
+    if len(parts) >= 2:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {'.'.join(quote(p) for p in parts[:-1])}")
+    location = path.replace("'", "\\'")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {'.'.join(quote(p) for p in parts)} USING DELTA LOCATION '{location}'")
+
+
+def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone: str, metadata: str) -> None:
+    """ALTER TABLE ADD COLUMNS, then give existing rows the value upstream reads for them."""
+    data_type = convert.spark_type(change.column.type)
+    position = " FIRST" if change.first else (f" AFTER {quote(change.after)}" if change.after else "")
+    with committing(spark, metadata):
+        spark.sql(
+            f"ALTER TABLE delta.{quote(path)} ADD COLUMNS "
+            f"({quote(change.column.name)} {data_type.simpleString()} COMMENT 'tidb: {change.column.type}'"
+            f"{position})"
+        )
+        if change.backfill is not None:
+            value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
+            DeltaTable.forPath(spark, path).update(set={change.column.name: value})
+
+
+def truncate(spark: SparkSession, path: str, metadata: str) -> None:
+    with committing(spark, metadata):
+        DeltaTable.forPath(spark, path).delete()
+
+
+def mark_applied(spark: SparkSession, path: str, applied_ts: int, metadata: str) -> None:
+    """A commit that always happens and records the table state (also readable as a table property)."""
+    with committing(spark, metadata):
+        spark.sql(
+            f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{PROPERTY_APPLIED_TS}' = '{applied_ts}')"
+        )
+
+
+def current_schema(spark: SparkSession, path: str) -> tuple[T.StructType, tuple[str, ...]]:
+    """The Delta table's upstream columns (ours excluded) and its key columns."""
+    table = DeltaTable.forPath(spark, path)
+    detail = table.detail().select("properties").first()
+    properties = detail["properties"] if detail is not None else {}
+    key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
+    fields = [f for f in table.toDF().schema.fields if not f.name.startswith("_tidb_")]
+    return T.StructType(fields), key

@@ -1,0 +1,141 @@
+"""The job configuration, built once at the edge from named parameters. No I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ingest.errors import ConfigError
+from ingest.model import PartitionId
+
+
+class Protocol(Enum):
+    """The TiCDC protocol the changefeed writes."""
+
+    CANAL_JSON = "canal-json"
+
+
+class SourceKind(Enum):
+    """Where the records come from."""
+
+    FILES = "files"
+
+
+STATE_DIR_NAME = "_ingest"
+
+
+def _parse_partitions(text: str) -> frozenset[PartitionId]:
+    """``topic:0,1,2;other:0`` or ``topic:0-3``."""
+    result: set[PartitionId] = set()
+    for group in filter(None, (g.strip() for g in text.split(";"))):
+        topic, sep, numbers = group.rpartition(":")
+        if not sep or not topic:
+            raise ConfigError(f"partitions: expected 'topic:0,1,...', got {group!r}")
+        for item in filter(None, (n.strip() for n in numbers.split(","))):
+            lo, dash, hi = item.partition("-")
+            try:
+                first, last = int(lo), int(hi) if dash else int(lo)
+            except ValueError as exc:
+                raise ConfigError(f"partitions: {item!r} in {group!r} is not a partition number") from exc
+            result.update(PartitionId(topic, p) for p in range(first, last + 1))
+    if not result:
+        raise ConfigError(f"partitions: no partition in {text!r}")
+    return frozenset(result)
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """Everything one run needs to know. Build it with :meth:`from_params`."""
+
+    input_path: str
+    target_path: str
+    protocol: Protocol = Protocol.CANAL_JSON
+    source: SourceKind = SourceKind.FILES
+    state_path: str = ""
+    timezone: str = "UTC"
+    partitions: frozenset[PartitionId] | None = None
+    table_name_template: str | None = None
+    max_bad_ratio: float = 0.0
+    stream_id: str = "default"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.input_path:
+            raise ConfigError("input: a directory of captured Kafka records is required (--input DIR)")
+        if not self.target_path:
+            raise ConfigError("target-path: a directory for the Delta tables is required (--target-path DIR)")
+        if not 0.0 <= self.max_bad_ratio <= 1.0:
+            raise ConfigError(f"max-bad-ratio must be in [0, 1], got {self.max_bad_ratio}")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ConfigError(
+                f"timezone: {self.timezone!r} is not an IANA time zone name; use the TiCDC server's zone, "
+                "e.g. UTC or Asia/Shanghai"
+            ) from exc
+        if self.table_name_template is not None:
+            try:
+                self.table_name_template.format(database="d", table="t")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ConfigError(
+                    f"table-name-template: {self.table_name_template!r} may only use {{database}} and "
+                    "{table}, e.g. 'main.{database}.{table}'"
+                ) from exc
+        if not self.state_path:
+            object.__setattr__(self, "state_path", self.target_path.rstrip("/") + "/" + STATE_DIR_NAME)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> IngestConfig:
+        """Build a config from job parameters, notebook widgets or CLI flags (all strings).
+
+        Raises:
+            ConfigError: a key is unknown or a value is invalid; the message names both.
+        """
+        known = {
+            "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
+            "table-name-template", "max-bad-ratio", "stream-id",
+        }  # fmt: skip
+        normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
+        unknown = sorted(set(normalized) - known)
+        if unknown:
+            raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        try:
+            source = SourceKind(normalized.get("source", "files"))
+        except ValueError as exc:
+            raise ConfigError(f"source: {normalized['source']!r} is not one of: files") from exc
+        try:
+            protocol = Protocol(normalized.get("protocol", "canal-json"))
+        except ValueError as exc:
+            raise ConfigError(
+                f"protocol: {normalized['protocol']!r} is not supported; supported: canal-json"
+            ) from exc
+        ratio_text = normalized.get("max-bad-ratio", "0")
+        try:
+            ratio = float(ratio_text)
+        except ValueError as exc:
+            raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
+        partitions = normalized.get("partitions")
+        return cls(
+            source=source,
+            input_path=normalized.get("input", ""),
+            protocol=protocol,
+            target_path=normalized.get("target-path", ""),
+            state_path=normalized.get("state-path", ""),
+            timezone=normalized.get("timezone", "UTC"),
+            partitions=_parse_partitions(partitions) if partitions else None,
+            table_name_template=normalized.get("table-name-template") or None,
+            max_bad_ratio=ratio,
+            stream_id=normalized.get("stream-id", "default"),
+        )
+
+    def table_path(self, schema: str, table: str) -> str:
+        """``<target-path>/<database>/<table>``."""
+        return f"{self.target_path.rstrip('/')}/{schema}/{table}"
+
+    def catalog_name(self, schema: str, table: str) -> str | None:
+        """The catalog table name for an upstream table, when a naming template is configured."""
+        if self.table_name_template is None:
+            return None
+        return self.table_name_template.format(database=schema, table=table)

@@ -1,0 +1,1 @@
+"""Pure decoders: bytes and wire text -> our model. No Spark here."""

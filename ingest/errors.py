@@ -1,0 +1,43 @@
+"""Every error ingest raises on purpose. One base class, one sentence per subclass."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ingest.model import Position
+
+
+class IngestError(Exception):
+    """Base class for all ingest errors."""
+
+
+class ConfigError(IngestError):
+    """A job parameter is missing, unknown or invalid."""
+
+
+class SparkSetupError(IngestError):
+    """The local Spark session could not start, typically because its jars could not be fetched."""
+
+
+class DecodeError(IngestError):
+    """A message cannot be decoded; it is quarantined and the batch goes on."""
+
+    def __init__(self, reason: str, *, protocol: str, position: Position | None = None) -> None:
+        where = f" at {position}" if position is not None else ""
+        super().__init__(f"{protocol}: {reason}{where}")
+        self.reason = reason
+        self.protocol = protocol
+        self.position = position
+
+
+class SchemaChangeRejected(IngestError):
+    """A DDL needs a change we do not apply automatically; the run stops before progress moves."""
+
+
+class OrderingError(IngestError):
+    """Input breaks TiCDC ordering guarantees, or a batch cannot be applied without breaking ours."""
+
+
+class TooManyBadRecords(IngestError):
+    """The share of quarantined records in a batch is above max_bad_ratio; progress is not moved."""

@@ -1,0 +1,473 @@
+"""Wiring: one batch of Kafka-shaped records through decode -> order -> plan -> apply -> progress.
+
+Row data stays in Spark. The driver sees control events (DDL, watermarks), per-partition offset ranges and
+per-table type signatures, decides with the pure ``order`` and ``plan`` modules, and drives one guarded
+MERGE per table segment.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest import order, progress, quarantine
+from ingest.apply import schema as apply_schema
+from ingest.apply.delta_commit import state_to_metadata, txn_version
+from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
+from ingest.config import IngestConfig
+from ingest.decode import canal_json as cj
+from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
+from ingest.errors import ConfigError, DecodeError, SchemaChangeRejected, TooManyBadRecords
+from ingest.model import (
+    Column,
+    DdlEvent,
+    PartitionId,
+    Position,
+    TableId,
+    TableSchema,
+    TableSignature,
+    TableState,
+    Watermark,
+    tso_to_datetime,
+)
+from ingest.plan import schema as plan_schema
+from ingest.source import files
+from ingest.spark_decode import KIND_BAD, KIND_DDL, KIND_DML, KIND_FATAL, KIND_WATERMARK, decode_canal_json
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TableReport:
+    """What one run did to one table."""
+
+    table: TableId
+    upserted: int = 0
+    deleted: int = 0
+    ddls: list[str] = field(default_factory=list)
+    quarantined: int = 0
+    pending: int = 0
+    applied_ts: int = 0
+
+    def describe(self) -> str:
+        applied = (
+            f"applied up to TSO {self.applied_ts} ({tso_to_datetime(self.applied_ts).isoformat()})"
+            if self.applied_ts
+            else "nothing applied yet"
+        )
+        return (
+            f"{self.table}: {self.upserted} upserted, {self.deleted} deleted, {len(self.ddls)} DDL applied, "
+            f"{self.quarantined} quarantined, {self.pending} pending above G; {applied}"
+        )
+
+
+@dataclass
+class BatchResult:
+    """What one run did, per table and overall."""
+
+    run_id: int
+    records: int
+    global_watermark: int
+    quarantined: int
+    tables: dict[TableId, TableReport]
+    seconds: float
+
+    def describe(self) -> str:
+        g = (f"G = {self.global_watermark} ({tso_to_datetime(self.global_watermark).isoformat()})"
+             if self.global_watermark else "G = 0 (some partition has no watermark yet)")
+        return (f"run {self.run_id}: {self.records} records, {g}, {self.quarantined} quarantined, "
+                f"{len(self.tables)} tables, {self.seconds:.1f}s")
+
+
+def run_files(spark: SparkSession, config: IngestConfig) -> BatchResult:
+    """Mirror a directory of captured Kafka records, continuing from the last committed progress."""
+    committed = progress.load_progress(spark, config.state_path, config.stream_id)
+    messages = files.read_messages(spark, config.input_path, committed.resume)
+    return process_batch(spark, messages, config, committed)
+
+
+def process_batch(
+    spark: SparkSession, messages: DataFrame, config: IngestConfig, committed: progress.Progress
+) -> BatchResult:
+    """Decode, order, plan and apply one batch, then commit progress. Raises before progress moves."""
+    started = time.monotonic()
+    run_id = committed.run_id + 1
+    decoded = decode_canal_json(messages).persist()
+    try:
+        return _process(spark, decoded, config, committed, run_id, started)
+    finally:
+        decoded.unpersist()
+
+
+def _process(
+    spark: SparkSession,
+    decoded: DataFrame,
+    config: IngestConfig,
+    committed: progress.Progress,
+    run_id: int,
+    started: float,
+) -> BatchResult:
+    _stop_on_fatal(decoded)
+    ranges = _partition_ranges(decoded)
+    records = sum(count for _, count, _ in ranges.values())
+    _check_partitions(config, ranges)
+    bad = sum(bad for _, _, bad in ranges.values())
+    if bad:
+        quarantine.write(spark, config.state_path, decoded.where(F.col("kind") == KIND_BAD),
+                         error_class=DecodeError.__name__, run_id=run_id)
+        logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
+    _check_bad_ratio(config, bad, records)
+
+    ddls, watermarks = _control_events(decoded)
+    watermark_by_partition = order.advance_watermarks(committed.watermarks, watermarks)
+    partition_set = config.partitions or (
+        set(ranges) | set(committed.watermarks) | set(committed.resume)
+    )
+    g = order.global_watermark(watermark_by_partition, partition_set)
+    missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
+    if missing:
+        logger.warning("no watermark yet on partition(s) %s: nothing is applied until each has one",
+                       ", ".join(missing))
+
+    dml = decoded.where(F.col("kind") == KIND_DML)
+    signatures = _signatures(dml)
+    by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
+    for ddl in ddls:
+        if ddl.table.table:
+            by_table[ddl.table].append(ddl)
+        else:
+            _apply_schema_level_ddl(ddl, g)
+    tables = sorted({s.table for s in signatures} | set(by_table))
+
+    reports: dict[TableId, TableReport] = {}
+    states: dict[TableId, TableState] = dict(committed.tables)
+    pending_ddl_offsets: dict[PartitionId, int] = {}
+    conversion_bad = 0
+    for table in tables:
+        report, state, pending = _apply_table(
+            spark, config, table, dml, signatures, by_table.get(table, []), g, committed, run_id
+        )
+        reports[table], states[table] = report, state
+        conversion_bad += report.quarantined
+        for ddl in pending:
+            pid = ddl.position.partition_id
+            pending_ddl_offsets[pid] = min(pending_ddl_offsets.get(pid, ddl.position.offset), ddl.position.offset)
+    _check_bad_ratio(config, bad + conversion_bad, records)
+
+    pending_min, pending_rows = _pending(dml, g)
+    for pid, offset in pending_ddl_offsets.items():
+        pending_min[pid] = min(pending_min.get(pid, offset), offset)
+    for table, count in pending_rows.items():
+        reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
+        reports[table].pending = count
+    read_next = {pid: last + 1 for pid, (last, _, _) in ranges.items()}
+    resume = order.resume_offsets(read_next, pending_min, committed.resume)
+    new_progress = progress.Progress(
+        run_id=run_id,
+        global_watermark=g,
+        resume=resume,
+        watermarks=watermark_by_partition,
+        tables=states,
+        pending_rows=pending_rows,
+    )
+    progress.commit_progress(spark, config.state_path, config.stream_id, new_progress)
+    result = BatchResult(run_id, records, g, bad + conversion_bad, reports, time.monotonic() - started)
+    for report in reports.values():
+        logger.info("run %d: %s", run_id, report.describe())
+    logger.info("%s", result.describe())
+    return result
+
+
+def _stop_on_fatal(decoded: DataFrame) -> None:
+    fatal = decoded.where(F.col("kind") == KIND_FATAL).select("topic", "partition", "offset", "error").first()
+    if fatal is not None:
+        position = Position(fatal["topic"], fatal["partition"], fatal["offset"])
+        raise ConfigError(f"{cj.PROTOCOL}: {fatal['error']} (first seen at {position}); nothing was applied")
+
+
+def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, tuple[int, int, int]]:
+    """Per partition: last offset read, records read, records that are bad (quarantined)."""
+    rows = (
+        decoded.groupBy("topic", "partition")
+        .agg(F.max("offset").alias("last"), F.count("*").alias("n"),
+             F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"))
+        .collect()
+    )
+    result: dict[PartitionId, tuple[int, int, int]] = {}
+    orphans = (0, 0, 0)
+    for row in rows:
+        if row["topic"] is None or row["partition"] is None:
+            orphans = (0, int(row["n"]), int(row["bad"]))
+            continue
+        result[PartitionId(row["topic"], int(row["partition"]))] = (int(row["last"]), int(row["n"]), int(row["bad"]))
+    if orphans[1]:
+        # Lines that were not Kafka records at all: counted and quarantined, but they have no partition.
+        result[PartitionId("", -1)] = (-1, orphans[1], orphans[2])
+    return result
+
+
+def _check_partitions(config: IngestConfig, ranges: dict[PartitionId, tuple[int, int, int]]) -> None:
+    if config.partitions is None:
+        return
+    unexpected = sorted(str(p) for p in ranges if p.partition >= 0 and p not in config.partitions)
+    if unexpected:
+        raise ConfigError(
+            f"partitions: records found in {', '.join(unexpected)}, which --partitions does not list; "
+            "list every partition TiCDC writes to, or G cannot be computed"
+        )
+
+
+def _check_bad_ratio(config: IngestConfig, bad: int, records: int) -> None:
+    if records and bad / records > config.max_bad_ratio:
+        raise TooManyBadRecords(
+            f"{bad} of {records} records were quarantined ({bad / records:.2%}), above max-bad-ratio "
+            f"{config.max_bad_ratio}; progress not moved. Inspect the quarantine table under "
+            f"{quarantine.quarantine_path(config.state_path)} and fix the input, or raise --max-bad-ratio"
+        )
+
+
+def _control_events(decoded: DataFrame) -> tuple[list[DdlEvent], list[Watermark]]:
+    rows = (
+        decoded.where(F.col("kind").isin(KIND_DDL, KIND_WATERMARK))
+        .select("topic", "partition", "offset", "kind", "database", "table", "type", "commit_ts", "sql")
+        .collect()
+    )
+    ddls: list[DdlEvent] = []
+    watermarks: list[Watermark] = []
+    for row in rows:
+        position = Position(row["topic"], row["partition"], row["offset"])
+        fields = {
+            cj.FIELD_DATABASE: row["database"],
+            cj.FIELD_TABLE: row["table"],
+            cj.FIELD_TYPE: row["type"],
+            cj.FIELD_SQL: row["sql"],
+            cj.FIELD_IS_DDL: row["kind"] == KIND_DDL,
+            cj.FIELD_TIDB: {cj.TIDB_COMMIT_TS: row["commit_ts"], cj.TIDB_WATERMARK_TS: row["commit_ts"]},
+        }
+        event = cj.control_event(fields, position)
+        (ddls if isinstance(event, DdlEvent) else watermarks).append(event)  # type: ignore[arg-type]
+    return ddls, watermarks
+
+
+def _apply_schema_level_ddl(ddl: DdlEvent, g: int) -> None:
+    """CREATE DATABASE needs nothing (databases are directories); other database DDLs stop the stream."""
+    if ddl.commit_ts > g:
+        return  # not eligible yet; it is re-read with the pending rows of its partition
+    for change in plan_schema.plan_schema_changes(ddl, None):
+        if isinstance(change, plan_schema.Reject):
+            raise SchemaChangeRejected(
+                f"{ddl.table.schema}: {change.reason}; stream stopped before {ddl.position} "
+                f"(commitTs {ddl.commit_ts}), progress not moved"
+            )
+    logger.info("%s: nothing to do for database DDL at %s (commitTs %d): %s", ddl.table.schema, ddl.position,
+                ddl.commit_ts, ddl.sql)
+
+
+def _signatures(dml: DataFrame) -> list[TableSignature]:
+    types = F.array_sort(F.transform(F.map_entries("mysql_type"), lambda e: F.concat(e["key"], F.lit("\u0000"), e["value"])))
+    rows = (
+        dml.groupBy("database", "table", types.alias("types"), F.col("pk_names"))
+        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
+        .collect()
+    )
+    result = []
+    for row in rows:
+        pairs = tuple(tuple(t.split("\u0000", 1)) for t in (row["types"] or []))
+        result.append(
+            TableSignature(
+                table=TableId(row["database"], row["table"]),
+                mysql_types=pairs,  # type: ignore[arg-type]
+                pk_names=tuple(row["pk_names"] or ()),
+                min_commit_ts=int(row["lo"]),
+                max_commit_ts=int(row["hi"]),
+                rows=int(row["n"]),
+            )
+        )
+    return result
+
+
+def _apply_table(
+    spark: SparkSession,
+    config: IngestConfig,
+    table: TableId,
+    dml: DataFrame,
+    signatures: list[TableSignature],
+    ddls: list[DdlEvent],
+    g: int,
+    committed: progress.Progress,
+    run_id: int,
+) -> tuple[TableReport, TableState, list[DdlEvent]]:
+    path = config.table_path(table.schema, table.table)
+    state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    seen: set[tuple[int, str]] = set()
+    admitted: list[DdlEvent] = []
+    for ddl in sorted(ddls, key=lambda d: (d.commit_ts, d.position.offset)):
+        if order.ddl_is_new(state, ddl) and (ddl.commit_ts, ddl.identity) not in seen:
+            seen.add((ddl.commit_ts, ddl.identity))
+            admitted.append(ddl)
+    mine = [s for s in signatures if s.table == table]
+    has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= g for s in mine)
+    report = TableReport(table, applied_ts=state.applied_ts)
+    for step in order.plan_table_steps(table, state, admitted, g, has_rows):
+        if isinstance(step, order.DdlStep):
+            state = _apply_ddl(spark, config, path, step.ddl, state, run_id)
+            report.ddls.append(step.ddl.sql)
+        else:
+            state = _apply_segment(spark, config, path, step, dml, mine, state, run_id, report)
+        report.applied_ts = state.applied_ts
+    if config.table_name_template and apply_schema.table_exists(spark, path):
+        name = config.catalog_name(table.schema, table.table)
+        if name:
+            apply_schema.register_catalog_table(spark, name, path)
+    return report, state, [d for d in admitted if d.commit_ts > g]
+
+
+def _apply_ddl(
+    spark: SparkSession, config: IngestConfig, path: str, ddl: DdlEvent, state: TableState, run_id: int
+) -> TableState:
+    exists = apply_schema.table_exists(spark, path)
+    existing = [f.name for f in apply_schema.current_schema(spark, path)[0].fields] if exists else None
+    changes = plan_schema.plan_schema_changes(ddl, existing)
+    for change in changes:
+        if isinstance(change, plan_schema.Reject):
+            raise SchemaChangeRejected(
+                f"{ddl.table}: {change.reason}; stream stopped before {ddl.position} (commitTs "
+                f"{ddl.commit_ts}), progress not moved"
+            )
+    ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
+    applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
+    # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
+    # and every change here is idempotent (create-if-absent, add-if-absent, delete-all).
+    before = state_to_metadata(state, run_id=run_id, step=f"ddl {ddl.commit_ts} in progress")
+    for change in changes:
+        if isinstance(change, plan_schema.CreateTable):
+            apply_schema.create_table(spark, path, change.table, change.schema, before)
+        elif isinstance(change, plan_schema.AddColumn):
+            apply_schema.add_column(spark, path, change, config.timezone, before)
+        elif isinstance(change, plan_schema.Truncate):
+            apply_schema.truncate(spark, path, before)
+    if apply_schema.table_exists(spark, path):
+        apply_schema.mark_applied(
+            spark, path, applied.applied_ts,
+            state_to_metadata(applied, run_id=run_id, step=f"ddl {ddl.commit_ts}: {ddl.identity[:200]}"),
+        )
+    logger.info("%s: applied DDL at %s (commitTs %d, %s): %s", ddl.table, ddl.position, ddl.commit_ts,
+                tso_to_datetime(ddl.commit_ts).isoformat(), ddl.sql)
+    return applied
+
+
+def _apply_segment(
+    spark: SparkSession,
+    config: IngestConfig,
+    path: str,
+    segment: order.Segment,
+    dml: DataFrame,
+    signatures: list[TableSignature],
+    state: TableState,
+    run_id: int,
+    report: TableReport,
+) -> TableState:
+    table = segment.table
+    in_range = [s for s in signatures if s.max_commit_ts >= segment.low and s.min_commit_ts <= segment.high]
+    if not in_range:
+        return state  # no row of this table falls into the segment; the next step moves A_T
+    if not apply_schema.table_exists(spark, path):
+        _create_from_dml(spark, path, table, in_range, state, run_id)
+    _add_columns_seen_in_dml(spark, config, path, table, in_range, state, run_id)
+    schema, key = apply_schema.current_schema(spark, path)
+    if not key:
+        raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
+    changes = normalize(segment_rows(dml, segment), schema, key, config.timezone).persist()
+    try:
+        bad = changes.where(F.col(BAD_COLUMN) != "")
+        bad_count = bad.count()
+        if bad_count:
+            quarantine.write(
+                spark, config.state_path,
+                bad.select("*", F.lit(table.schema).alias("database"), F.lit(table.table).alias("table"),
+                           F.col(BAD_COLUMN).alias("error")),
+                error_class="ConversionError", run_id=run_id,
+            )
+            logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
+            report.quarantined += bad_count
+        columns = [f.name for f in schema.fields]
+        source = net_effect(changes, key, columns)
+        applied = replace(state, applied_ts=max(state.applied_ts, segment.high))
+        metadata = state_to_metadata(applied, run_id=run_id, step=f"merge ({segment.low}, {segment.high}]")
+        result = apply_merge(spark, path, source, key, columns, metadata,
+                             (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)))
+    finally:
+        changes.unpersist()
+    report.upserted += result.upserted
+    report.deleted += result.deleted
+    logger.info("%s: merged segment (%d, %d]: %d upserted, %d deleted; applied up to %s", table, segment.low,
+                segment.high, result.upserted, result.deleted, tso_to_datetime(segment.high).isoformat())
+    return applied
+
+
+def _columns_from_signature(signature: TableSignature) -> list[Column]:
+    columns = []
+    for name, mysql_type in signature.mysql_types:
+        try:
+            columns.append(Column(name, parse_mysql_type(mysql_type)))
+        except UnknownTypeError as exc:
+            raise SchemaChangeRejected(f"{signature.table}.{name}: {exc}") from exc
+    return columns
+
+
+def _create_from_dml(
+    spark: SparkSession, path: str, table: TableId, signatures: list[TableSignature], state: TableState,
+    run_id: int,
+) -> None:
+    """A table never announced by CREATE TABLE: build it from its first DML's mysqlType and pkNames."""
+    first = min(signatures, key=lambda s: s.min_commit_ts)
+    if not first.pk_names:
+        raise SchemaChangeRejected(
+            f"{table}: DML arrived with pkNames [] and no CREATE TABLE was seen, so the merge key is unknown; "
+            "start the stream before the table's CREATE TABLE, or create the Delta table with its key"
+        )
+    schema = TableSchema(tuple(_columns_from_signature(first)), first.pk_names)
+    apply_schema.create_table(spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create"))
+    logger.warning("%s: created from DML column types (no CREATE TABLE seen); DECIMAL precision may be "
+                   "unknown", table)
+
+
+def _add_columns_seen_in_dml(
+    spark: SparkSession, config: IngestConfig, path: str, table: TableId, signatures: list[TableSignature],
+    state: TableState, run_id: int,
+) -> None:
+    """Fallback: a DML names a column no DDL added (e.g. the DDL predates the stream); add it as nullable."""
+    existing = {f.name for f in apply_schema.current_schema(spark, path)[0].fields}
+    for signature in signatures:
+        for column in _columns_from_signature(signature):
+            if column.name in existing:
+                continue
+            change = plan_schema.AddColumn(table, column, first=False, after=None, backfill=None)
+            apply_schema.add_column(spark, path, change, config.timezone,
+                                    state_to_metadata(state, run_id=run_id, step=f"add {column.name} from DML"))
+            existing.add(column.name)
+            logger.warning("%s: added column %s %s seen in DML but announced by no DDL", table, column.name,
+                           column.type)
+
+
+def _pending(dml: DataFrame, g: int) -> tuple[dict[PartitionId, int], dict[TableId, int]]:
+    """Rows above G stay unapplied: the smallest such offset per partition, and how many per table."""
+    rows = (
+        dml.where(F.col("commit_ts") > g)
+        .groupBy("topic", "partition", "database", "table")
+        .agg(F.min("offset").alias("first"), F.count("*").alias("n"))
+        .collect()
+    )
+    first: dict[PartitionId, int] = {}
+    per_table: dict[TableId, int] = defaultdict(int)
+    for row in rows:
+        pid = PartitionId(row["topic"], int(row["partition"]))
+        first[pid] = min(first.get(pid, row["first"]), int(row["first"]))
+        per_table[TableId(row["database"], row["table"])] += int(row["n"])
+    return first, dict(per_table)
+

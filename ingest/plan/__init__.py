@@ -1,0 +1,1 @@
+"""Pure planning: what a DDL means for a table, and how a segment of rows is merged."""

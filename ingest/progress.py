@@ -1,0 +1,123 @@
+"""Committed progress: per-partition resume offsets and watermarks, per-table applied state. I/O.
+
+Two places, by design (R8-R10):
+- each mirrored table's own Delta commits carry its A_T/D_T (see ``apply.delta_commit``), atomically with
+  its data; that is the source of truth for what a table holds;
+- ``<state>/progress`` is an append-only Delta table with one row per committed run: where to resume each
+  partition, the watermarks seen, G, and a copy of every table's state for status reporting. It is written
+  only after every table of the run has committed, so a crash in between re-reads input that the tables'
+  own A_T then filters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import orjson
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ingest.apply.delta_commit import state_from_metadata
+from ingest.model import PartitionId, TableId, TableState
+
+PROGRESS_DIR = "progress"
+HISTORY_DEPTH = 100
+
+SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.LongType()),
+        T.StructField("stream_id", T.StringType()),
+        T.StructField("committed_at", T.TimestampType()),
+        T.StructField("global_watermark", T.LongType()),
+        T.StructField("state", T.StringType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The last committed run: where to resume, what the watermarks were, what each table held."""
+
+    run_id: int = 0
+    global_watermark: int = 0
+    resume: dict[PartitionId, int] = field(default_factory=dict)
+    watermarks: dict[PartitionId, int] = field(default_factory=dict)
+    tables: dict[TableId, TableState] = field(default_factory=dict)
+    pending_rows: dict[TableId, int] = field(default_factory=dict)
+
+
+def progress_path(state_path: str) -> str:
+    return f"{state_path.rstrip('/')}/{PROGRESS_DIR}"
+
+
+def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progress:
+    """The latest committed progress of a stream, or an empty one."""
+    path = progress_path(state_path)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return Progress()
+    row = (
+        spark.read.format("delta").load(path).where(F.col("stream_id") == stream_id)
+        .orderBy(F.col("run_id").desc()).select("run_id", "global_watermark", "state").first()
+    )
+    if row is None:
+        return Progress()
+    state = orjson.loads(row["state"])
+    return Progress(
+        run_id=int(row["run_id"]),
+        global_watermark=int(row["global_watermark"]),
+        resume={_pid(k): int(v) for k, v in state["resume"].items()},
+        watermarks={_pid(k): int(v) for k, v in state["watermarks"].items()},
+        tables={_tid(k): _table_state(v) for k, v in state["tables"].items()},
+        pending_rows={_tid(k): int(v) for k, v in state.get("pending_rows", {}).items()},
+    )
+
+
+def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progress: Progress) -> None:
+    """Append the run's progress row: one atomic Delta commit."""
+    state = {
+        "resume": {str(k): v for k, v in sorted(progress.resume.items())},
+        "watermarks": {str(k): v for k, v in sorted(progress.watermarks.items())},
+        "tables": {
+            str(k): {"applied_ts": v.applied_ts, "ddl_ts": v.ddl_ts, "ddl_ids": sorted(v.ddl_ids)}
+            for k, v in sorted(progress.tables.items())
+        },
+        "pending_rows": {str(k): v for k, v in sorted(progress.pending_rows.items())},
+    }
+    row = (progress.run_id, stream_id, datetime.now(timezone.utc), progress.global_watermark,
+           orjson.dumps(state).decode())
+    path = progress_path(state_path)
+    spark.createDataFrame([row], SCHEMA).write.format("delta").mode("append").save(path)
+
+
+def read_table_state(spark: SparkSession, path: str) -> TableState | None:
+    """A_T/D_T from the newest of our commits on a Delta table (None: not a table, or none of ours)."""
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("version", "userMetadata")
+    for row in history.orderBy(F.col("version").desc()).collect():
+        state = state_from_metadata(row["userMetadata"])
+        if state is not None:
+            return state
+    return TableState()
+
+
+def _pid(text: str) -> PartitionId:
+    topic, _, partition = text.rpartition("/")
+    return PartitionId(topic, int(partition))
+
+
+def _tid(text: str) -> TableId:
+    schema, _, table = text.partition(".")
+    return TableId(schema, table)
+
+
+def _table_state(payload: dict[str, object]) -> TableState:
+    ids = payload.get("ddl_ids", [])
+    return TableState(
+        applied_ts=int(str(payload["applied_ts"])),
+        ddl_ts=int(str(payload["ddl_ts"])),
+        ddl_ids=frozenset(str(i) for i in ids) if isinstance(ids, list) else frozenset(),
+    )

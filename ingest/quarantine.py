@@ -1,0 +1,90 @@
+"""Dead-letter rows for input we could not use: raw bytes, position, error and our version. I/O.
+
+Written with an insert-only MERGE on the position, so re-reading the same input never duplicates an entry.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+QUARANTINE_DIR = "quarantine"
+
+SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("kafka_timestamp", T.TimestampType()),
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+        T.StructField("table", T.StringType()),
+        T.StructField("commit_ts", T.LongType()),
+        T.StructField("error_class", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("run_id", T.LongType()),
+        T.StructField("ingest_version", T.StringType()),
+        T.StructField("quarantined_at", T.TimestampType()),
+    ]
+)
+
+
+def ingest_version() -> str:
+    try:
+        return version("ticdc-delta-ingest")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def quarantine_path(state_path: str) -> str:
+    return f"{state_path.rstrip('/')}/{QUARANTINE_DIR}"
+
+
+def write(spark: SparkSession, state_path: str, rejected: DataFrame, *, error_class: str, run_id: int) -> None:
+    """Append rejected records; ``rejected`` has the message columns plus ``error`` (and optionally table).
+
+    Rows without a position (a line that was not a Kafka record at all) are kept too, keyed by their bytes.
+    """
+    table_col = (
+        F.concat_ws(".", F.col("database"), F.col("table"))
+        if "database" in rejected.columns
+        else F.lit(None).cast("string")
+    )
+    commit_ts = F.col("commit_ts") if "commit_ts" in rejected.columns else F.lit(None).cast("long")
+    rows = rejected.select(
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("key"),
+        F.col("value"),
+        F.when(table_col != "", table_col).alias("table"),
+        commit_ts.alias("commit_ts"),
+        F.lit(error_class).alias("error_class"),
+        F.col("error"),
+        F.lit(run_id).cast("long").alias("run_id"),
+        F.lit(ingest_version()).alias("ingest_version"),
+        F.current_timestamp().alias("quarantined_at"),
+    )
+    path = quarantine_path(state_path)
+    DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
+    target = DeltaTable.forPath(spark, path).alias("q")
+    same = (
+        (F.col("q.topic") == F.col("r.topic"))
+        & (F.col("q.partition") == F.col("r.partition"))
+        & (F.col("q.offset") == F.col("r.offset"))
+        & F.col("q.error").eqNullSafe(F.col("r.error"))
+    )
+    target.merge(rows.alias("r"), same).whenNotMatchedInsertAll().execute()
+
+
+def read(spark: SparkSession, state_path: str) -> DataFrame | None:
+    """The quarantine table, or None when nothing was ever quarantined."""
+    path = quarantine_path(state_path)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return spark.read.format("delta").load(path)

@@ -1,0 +1,459 @@
+"""A tiny upstream TiDB and the TiCDC Canal-JSON stream it produces. Pure; used by the demo and the tests.
+
+``Stream`` records committed changes as TiCDC would emit them with ``enable-tidb-extension=true``:
+one Kafka record per event, rows routed to partitions by key hash (``index-value`` dispatch), DDL on
+partition 0 only, watermarks broadcast to every partition. It also keeps its own model of the upstream
+tables, so a test can ask for the upstream state at any TSO without trusting the code under test.
+
+``build_sample()`` is the bundled demo stream; ``python -m ingest.sample DIR`` writes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import orjson
+
+from ingest.decode import canal_json as cj
+from ingest.decode.mysql_ddl import CreateTable, parse_ddl
+from ingest.decode.mysql_types import parse_mysql_type
+from ingest.model import Column, ColumnKind, ColumnType, TableId, TableSchema, tso_from_datetime
+
+Row = dict[str, Any]
+Key = tuple[Any, ...]
+
+
+def wire_text(value: Any, column_type: ColumnType, tz: ZoneInfo) -> str | None:
+    """A Python value as Canal-JSON puts it in ``data``/``old`` (ticdc-protocols.md §2.5)."""
+    if value is None:
+        return None
+    kind = column_type.kind
+    if kind in (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB):
+        return cj.binary_to_wire(bytes(value))
+    if kind is ColumnKind.DECIMAL:
+        scale = column_type.scale or 0
+        return f"{Decimal(value):.{scale}f}"
+    if kind is ColumnKind.FLOAT:
+        return _fixed(_shortest_float32(float(value)))
+    if kind is ColumnKind.DOUBLE:
+        return _fixed(repr(float(value)))
+    if kind is ColumnKind.DATETIME:
+        return _datetime_text(value, column_type.length or 0)
+    if kind is ColumnKind.TIMESTAMP:
+        local = value.astimezone(tz).replace(tzinfo=None)
+        return _datetime_text(local, column_type.length or 0)
+    if kind is ColumnKind.DATE:
+        return value.isoformat() if isinstance(value, date) else str(value)
+    return str(value)
+
+
+def _shortest_float32(value: float) -> str:
+    packed = struct.pack("<f", value)
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        try:
+            if struct.pack("<f", float(text)) == packed:
+                return text
+        except OverflowError:  # rounding up past FLT_MAX; more digits are needed
+            continue
+    return repr(value)
+
+
+def _fixed(text: str) -> str:
+    formatted = format(Decimal(text), "f")
+    return formatted
+
+
+def _datetime_text(moment: datetime, fsp: int) -> str:
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if fsp:
+        text += "." + f"{moment.microsecond:06d}"[:fsp]
+    return text
+
+
+@dataclass
+class _Table:
+    schema: TableSchema
+    columns: dict[str, ColumnType]
+
+    def key_of(self, row: Mapping[str, Any]) -> Key:
+        return tuple(row[k] for k in self.schema.key)
+
+    def mysql_types(self, names: Iterable[str]) -> dict[str, str]:
+        return {n: _mysql_type_text(self.columns[n]) for n in names}
+
+
+def _mysql_type_text(column_type: ColumnType) -> str:
+    # Default (non content-compatible) mysqlType: bare type name, then "unsigned".
+    text = column_type.kind.value
+    if column_type.kind in (ColumnKind.TEXT,) and column_type.length is not None:
+        text = "text"
+    return text + (" unsigned" if column_type.unsigned else "")
+
+
+def _sql_type_code(column_type: ColumnType) -> int:
+    codes = {
+        ColumnKind.TINYINT: -6, ColumnKind.SMALLINT: 5, ColumnKind.MEDIUMINT: 4, ColumnKind.INT: 4,
+        ColumnKind.BIGINT: -5, ColumnKind.FLOAT: 7, ColumnKind.DOUBLE: 8, ColumnKind.DECIMAL: 3,
+        ColumnKind.CHAR: 1, ColumnKind.VARCHAR: 12, ColumnKind.TEXT: 2005, ColumnKind.BINARY: 2004,
+        ColumnKind.VARBINARY: 2004, ColumnKind.BLOB: 2004, ColumnKind.DATE: 91, ColumnKind.DATETIME: 93,
+        ColumnKind.TIMESTAMP: 93, ColumnKind.TIME: 92, ColumnKind.YEAR: 12, ColumnKind.ENUM: 4,
+        ColumnKind.SET: -7, ColumnKind.BIT: -7, ColumnKind.JSON: 12,
+    }  # fmt: skip
+    return codes.get(column_type.kind, 12)
+
+
+@dataclass(frozen=True)
+class _Change:
+    ts: int
+    seq: int
+    table: TableId
+    action: str  # "put", "delete", "truncate", "add_column"
+    key: Key = ()
+    row: Row | None = None
+    column: str = ""
+    default: Any = None
+
+
+@dataclass
+class Stream:
+    """Builds a TiCDC Canal-JSON stream and remembers the upstream truth."""
+
+    topic: str = "tidb_cdc"
+    partitions: int = 2
+    tz_name: str = "UTC"
+    start: datetime = datetime(2026, 11, 20, 9, 0, 0, tzinfo=timezone.utc)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    _offsets: dict[int, int] = field(default_factory=dict)
+    _tables: dict[TableId, _Table] = field(default_factory=dict)
+    _changes: list[_Change] = field(default_factory=list)
+    _clock_ms: int = 0
+
+    # -- time -------------------------------------------------------------------------------------------
+    def tso(self, seconds: float) -> int:
+        """The TSO ``seconds`` after the stream's start (logical part 0)."""
+        return tso_from_datetime(self.start + timedelta(seconds=seconds))
+
+    # -- raw records ------------------------------------------------------------------------------------
+    def append_raw(self, partition: int, value: bytes | None, key: bytes | None = None) -> int:
+        """Append one record to a partition; returns its offset."""
+        offset = self._offsets.get(partition, 0)
+        self._offsets[partition] = offset + 1
+        self._clock_ms += 7
+        self.records.append(
+            {
+                "topic": self.topic,
+                "partition": partition,
+                "offset": offset,
+                "timestamp": int(self.start.timestamp() * 1000) + self._clock_ms,
+                "key": base64.b64encode(key).decode() if key is not None else None,
+                "value": base64.b64encode(value).decode() if value is not None else None,
+            }
+        )
+        return offset
+
+    def append_message(self, partition: int, message: Mapping[str, Any]) -> int:
+        return self.append_raw(partition, orjson.dumps(message))
+
+    def replay(self, partition: int, first_offset: int, last_offset: int) -> None:
+        """Re-send records of a partition (TiCDC at-least-once), at new offsets."""
+        again = [
+            r for r in self.records
+            if r["partition"] == partition and first_offset <= r["offset"] <= last_offset
+        ]  # fmt: skip
+        for record in again:
+            self.append_raw(partition, base64.b64decode(record["value"]) if record["value"] else None)
+
+    # -- DDL ---------------------------------------------------------------------------------------------
+    def ddl(self, schema: str, table: str, sql: str, ts: int, ddl_type: str = "QUERY") -> None:
+        """A DDL message on partition 0, and its effect on the upstream model."""
+        statement = parse_ddl(sql, schema)
+        if isinstance(statement, CreateTable):
+            ddl_type = "CREATE"
+            self._tables[statement.table] = _Table(
+                statement.schema, {c.name: c.type for c in statement.schema.columns}
+            )
+        self.append_message(0, self._envelope(schema, table, ddl_type, ts, sql=sql, is_ddl=True))
+
+    def create_table(self, sql: str, ts: int) -> TableId:
+        statement = parse_ddl(sql, "")
+        assert isinstance(statement, CreateTable), sql
+        self.ddl(statement.table.schema, statement.table.table, sql, ts, "CREATE")
+        return statement.table
+
+    def add_column(self, table: TableId, sql: str, ts: int, name: str, type_text: str, default: Any = None) -> None:
+        """ALTER TABLE ... ADD COLUMN; existing rows read ``default`` upstream afterwards."""
+        self.ddl(table.schema, table.table, sql, ts, "ALTER")
+        entry = self._tables[table]
+        column_type = parse_mysql_type(type_text)
+        entry.columns[name] = column_type
+        entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
+        self._changes.append(_Change(ts, len(self._changes), table, "add_column", column=name, default=default))
+
+    def truncate(self, table: TableId, ts: int) -> None:
+        self.ddl(table.schema, table.table, f"TRUNCATE TABLE `{table.schema}`.`{table.table}`", ts, "TRUNCATE")
+        self._changes.append(_Change(ts, len(self._changes), table, "truncate"))
+
+    # -- DML ---------------------------------------------------------------------------------------------
+    def insert(self, table: TableId, row: Row, ts: int, partition: int | None = None) -> None:
+        entry = self._tables[table]
+        full = {c: row.get(c) for c in entry.columns}
+        self._emit(table, cj.TYPE_INSERT, full, None, ts, partition)
+        self._changes.append(_Change(ts, len(self._changes), table, "put", entry.key_of(full), full))
+
+    def update(self, table: TableId, key: Key, values: Row, ts: int, partition: int | None = None) -> None:
+        """An UPDATE. If it changes the key, TiCDC splits it into DELETE(old) + INSERT(new), same ts."""
+        entry = self._tables[table]
+        old = self.state_at(ts)[table][key]
+        new = {**old, **values}
+        new_key = entry.key_of(new)
+        if new_key != key:
+            self._emit(table, cj.TYPE_DELETE, old, None, ts, partition)
+            self._emit(table, cj.TYPE_INSERT, new, None, ts, partition)
+            self._changes.append(_Change(ts, len(self._changes), table, "delete", key))
+        else:
+            self._emit(table, cj.TYPE_UPDATE, new, old, ts, partition)
+        self._changes.append(_Change(ts, len(self._changes), table, "put", new_key, new))
+
+    def delete(self, table: TableId, key: Key, ts: int, partition: int | None = None) -> None:
+        old = self.state_at(ts)[table][key]
+        self._emit(table, cj.TYPE_DELETE, old, None, ts, partition)
+        self._changes.append(_Change(ts, len(self._changes), table, "delete", key))
+
+    # -- watermarks ------------------------------------------------------------------------------------
+    def watermark(self, ts: int, partitions: Sequence[int] | None = None) -> None:
+        for p in range(self.partitions) if partitions is None else partitions:
+            message = {
+                "id": 0, "database": "", "table": "", "pkNames": None, "isDdl": False,
+                "type": cj.TYPE_WATERMARK, "es": ts >> 18, "ts": (ts >> 18) + 5, "sql": "", "sqlType": None,
+                "mysqlType": None, "data": None, "old": None, "_tidb": {cj.TIDB_WATERMARK_TS: ts},
+            }  # fmt: skip
+            self.append_message(p, message)
+
+    # -- truth -------------------------------------------------------------------------------------------
+    def state_at(self, ts: int) -> dict[TableId, dict[Key, Row]]:
+        """The upstream tables after every change with commit_ts <= ts, keyed by primary key."""
+        state: dict[TableId, dict[Key, Row]] = {t: {} for t in self._tables}
+        for change in sorted(self._changes, key=lambda c: (c.ts, c.seq)):
+            if change.ts > ts:
+                break
+            rows = state.setdefault(change.table, {})
+            if change.action == "put" and change.row is not None:
+                rows[change.key] = dict(change.row)
+            elif change.action == "delete":
+                rows.pop(change.key, None)
+            elif change.action == "truncate":
+                rows.clear()
+            elif change.action == "add_column":
+                for row in rows.values():
+                    row.setdefault(change.column, change.default)
+        return state
+
+    def column_type(self, table: TableId, column: str) -> ColumnType:
+        return self._tables[table].columns[column]
+
+    def table_columns(self, table: TableId) -> list[str]:
+        return [c.name for c in self._tables[table].schema.columns]
+
+    # -- output ------------------------------------------------------------------------------------------
+    def write(self, directory: Path, files: int = 2) -> list[Path]:
+        """Write the records as JSON Lines, spread over ``files`` files out of offset order."""
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = [directory / f"records-{i:03d}.jsonl" for i in range(files)]
+        buckets: list[list[bytes]] = [[] for _ in paths]
+        for index, record in enumerate(self.records):
+            # Later records land in earlier files, so file order never matches offset order.
+            buckets[(files - 1 - index * files // max(len(self.records), 1)) % files].append(orjson.dumps(record))
+        for path, lines in zip(paths, buckets, strict=True):
+            path.write_bytes(b"".join(line + b"\n" for line in lines))
+        return paths
+
+    # -- encoding ----------------------------------------------------------------------------------------
+    def _emit(self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int | None) -> None:
+        entry = self._tables[table]
+        tz = ZoneInfo(self.tz_name)
+        names = list(entry.columns)
+        if partition is None:
+            partition = self._dispatch(table, entry.key_of(data))
+        message = self._envelope(table.schema, table.table, typ, ts)
+        message.update(
+            pkNames=list(entry.schema.key),
+            sqlType={n: _sql_type_code(entry.columns[n]) for n in names},
+            mysqlType=entry.mysql_types(names),
+            data=[{n: wire_text(data.get(n), entry.columns[n], tz) for n in names}],
+            old=[{n: wire_text(old.get(n), entry.columns[n], tz) for n in names}] if old is not None else None,
+        )
+        self.append_message(partition, message)
+
+    def _dispatch(self, table: TableId, key: Key) -> int:
+        digest = hashlib.md5(repr((table.schema, table.table, key)).encode()).digest()
+        return digest[0] % self.partitions
+
+    def _envelope(self, schema: str, table: str, typ: str, ts: int, *, sql: str = "", is_ddl: bool = False
+                  ) -> dict[str, Any]:
+        return {
+            "id": 0, "database": schema, "table": table, "pkNames": None, "isDdl": is_ddl, "type": typ,
+            "es": ts >> 18, "ts": (ts >> 18) + 3, "sql": sql, "sqlType": None, "mysqlType": None,
+            "data": None, "old": None, "_tidb": {cj.TIDB_COMMIT_TS: ts},
+        }  # fmt: skip
+
+
+CUSTOMERS = """CREATE TABLE `shop`.`customers` (
+  `id` bigint(20) NOT NULL,
+  `name` varchar(64) NOT NULL,
+  `email` varchar(128) DEFAULT NULL,
+  `balance` decimal(12,2) NOT NULL DEFAULT '0.00',
+  `vip` tinyint(1) NOT NULL DEFAULT '0',
+  `signed_up_at` timestamp(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  `birthday` date DEFAULT NULL,
+  PRIMARY KEY (`id`) /*T![clustered_index] CLUSTERED */
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+ORDERS = """CREATE TABLE `shop`.`orders` (
+  `order_id` bigint(20) unsigned NOT NULL,
+  `customer_id` bigint(20) NOT NULL,
+  `amount` decimal(10,2) NOT NULL,
+  `status` varchar(16) NOT NULL DEFAULT 'new',
+  `weight_kg` float DEFAULT NULL,
+  `score` double DEFAULT NULL,
+  `placed_at` datetime(6) NOT NULL,
+  `note` text DEFAULT NULL,
+  `payload` varbinary(64) DEFAULT NULL,
+  PRIMARY KEY (`order_id`) /*T![clustered_index] CLUSTERED */
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+ORDER_ITEMS = """CREATE TABLE `shop`.`order_items` (
+  `order_id` bigint(20) unsigned NOT NULL,
+  `line_no` smallint(5) unsigned NOT NULL,
+  `sku` char(8) NOT NULL,
+  `qty` int(11) NOT NULL,
+  `unit_price` decimal(10,2) NOT NULL,
+  PRIMARY KEY (`order_id`,`line_no`) /*T![clustered_index] NONCLUSTERED */
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+STOCK = """CREATE TABLE `inventory`.`stock` (
+  `sku` char(8) NOT NULL,
+  `on_hand` int(10) unsigned NOT NULL,
+  `reserved` mediumint(8) unsigned NOT NULL DEFAULT '0',
+  `checksum` binary(4) NOT NULL,
+  `thumbnail` blob DEFAULT NULL,
+  `updated_at` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (`sku`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+ADD_POINTS = "ALTER TABLE `shop`.`customers` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `balance`"
+
+
+def build_sample(timezone_name: str = "UTC") -> Stream:
+    """The bundled demo stream: two databases, four tables, two partitions, under a hundred records.
+
+    Covers inserts, updates, deletes, a primary-key change (split into DELETE+INSERT at one commitTs),
+    an ADD COLUMN with a DEFAULT between rows, BIGINT UNSIGNED at its maximum, binary bytes above 0x7f,
+    TIMESTAMP text in the changefeed's zone, and a tail of rows above the last watermark that must stay
+    pending.
+    """
+    s = Stream(topic="tidb_cdc", partitions=2, tz_name=timezone_name)
+    customers = s.create_table(CUSTOMERS, s.tso(1))
+    orders = s.create_table(ORDERS, s.tso(2))
+    items = s.create_table(ORDER_ITEMS, s.tso(3))
+    stock = s.create_table(STOCK, s.tso(4))
+    s.watermark(s.tso(4))
+    names = ["Ada Lovelace", "Grace Hopper", "Edsger Dijkstra", "Barbara Liskov", "Donald Knuth",
+             "Frances Allen", "Ken Thompson", "Radia Perlman"]  # fmt: skip
+    t = 10.0
+    for i, name in enumerate(names):
+        s.insert(customers, {
+            "id": 1001 + i, "name": name, "email": f"{name.split()[0].lower()}@example.com",
+            "balance": Decimal(f"{(i + 1) * 137.25:.2f}"), "vip": i % 3 == 0 and 1 or 0,
+            "signed_up_at": datetime(2024, 3, 10, 1 + i, 59, 59, 123000, tzinfo=timezone.utc),
+            "birthday": date(1970 + i, 1 + i, 10 + i) if i % 4 else None,
+        }, s.tso(t))  # fmt: skip
+        t += 0.5
+    skus = [f"SKU-{n:04d}" for n in range(1, 7)]
+    for n, sku in enumerate(skus):
+        s.insert(stock, {
+            "sku": sku, "on_hand": 4294967295 if n == 0 else 100 * (n + 1), "reserved": n * 3,
+            "checksum": bytes([0x00, 0x7F, 0x80 + n, 0xFF]),
+            "thumbnail": bytes(range(256)) if n == 0 else (bytes([0xE9, 0x00, 0x3C, 0x26, n]) if n % 2 else None),
+            "updated_at": datetime(2026, 3, 29, 0, 59, 0, tzinfo=timezone.utc) + timedelta(hours=n),
+        }, s.tso(t))  # fmt: skip
+        t += 0.25
+    s.watermark(s.tso(t))
+    order_ids = [9_000_000_000_000_000_000 + n for n in range(1, 11)] + [18446744073709551615]
+    for n, order_id in enumerate(order_ids):
+        t += 1
+        ts = s.tso(t)
+        s.insert(orders, {
+            "order_id": order_id, "customer_id": 1001 + n % len(names),
+            "amount": Decimal(f"{19.99 * (n + 1):.2f}"), "status": "new",
+            "weight_kg": [0.1, 2.5, 3.14, 1e-3, 12.75][n % 5], "score": [0.1, 2.718281828459045, 1e16, -0.5][n % 4],
+            "placed_at": datetime(2026, 11, 20, 9, n, 30, 250000 + n),
+            "note": None if n % 3 else f"Gift wrap ✓ #{n} — «fragile»",
+            "payload": bytes([n, 0x80 | n, 0x3C, 0x26, 0x0A, 0x22, 0x5C]),
+        }, ts)  # fmt: skip
+        for line in range(1, 1 + n % 3 + 1):
+            s.insert(items, {"order_id": order_id, "line_no": line, "sku": skus[(n + line) % len(skus)],
+                             "qty": line * 2, "unit_price": Decimal(f"{4.5 * line + n:.2f}")}, ts)
+        if n % 4 == 1:
+            s.watermark(s.tso(t + 0.5))
+    t += 1
+    s.watermark(s.tso(t))
+    # ADD COLUMN with a DEFAULT: existing rows read 100 upstream; later rows carry their own value.
+    t += 1
+    s.add_column(customers, ADD_POINTS, s.tso(t), "points", "int", default=100)
+    t += 1
+    s.update(customers, (1002,), {"points": 250, "balance": Decimal("1999.50")}, s.tso(t))
+    s.insert(customers, {
+        "id": 1009, "name": "Margaret Hamilton", "email": "margaret@example.com", "balance": Decimal("0.00"),
+        "points": 5, "vip": 1, "signed_up_at": datetime(2026, 11, 20, 9, 30, 0, 500000, tzinfo=timezone.utc),
+        "birthday": date(1936, 8, 17),
+    }, s.tso(t))  # fmt: skip
+    s.watermark(s.tso(t + 0.5))
+    t += 1
+    for n, order_id in enumerate(order_ids[:6]):
+        s.update(orders, (order_id,), {"status": "paid" if n % 2 else "shipped"}, s.tso(t + n * 0.2))
+    t += 2
+    # A primary-key change arrives as DELETE(old key) + INSERT(new key) at one commitTs.
+    s.update(customers, (1003,), {"id": 2003, "email": "edsger@cs.utexas.edu"}, s.tso(t))
+    s.delete(orders, (order_ids[9],), s.tso(t + 0.5))
+    s.delete(items, (order_ids[9], 1), s.tso(t + 0.5))
+    s.update(stock, ("SKU-0002",), {"on_hand": 0, "reserved": 0}, s.tso(t + 0.7))
+    s.watermark(s.tso(t + 1))
+    t += 2
+    s.update(orders, (order_ids[0],), {"note": "left at the door", "payload": bytes([0xFF] * 8)}, s.tso(t))
+    s.delete(customers, (1008,), s.tso(t + 0.1))
+    s.watermark(s.tso(t + 0.5))
+    # Committed upstream but not yet covered by a watermark on every partition: must stay pending.
+    t += 1
+    s.insert(customers, {"id": 1010, "name": "Alan Kay", "email": None, "balance": Decimal("10.00"),
+                         "points": 1, "vip": 0, "signed_up_at": datetime(2026, 11, 20, 9, 45, tzinfo=timezone.utc),
+                         "birthday": None}, s.tso(t))  # fmt: skip
+    s.update(orders, (order_ids[1],), {"status": "refunded"}, s.tso(t + 0.1))
+    s.watermark(s.tso(t + 0.5), partitions=[0])
+    return s
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write the bundled sample stream: ``python -m ingest.sample DIR``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m ingest.sample OUTPUT_DIR", file=sys.stderr)
+        return 2
+    stream = build_sample()
+    for path in stream.write(Path(args[0])):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

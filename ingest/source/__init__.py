@@ -1,0 +1,1 @@
+"""Sources: I/O that yields Kafka-shaped records (topic, partition, offset, timestamp, key, value)."""

@@ -1,0 +1,125 @@
+"""The only module that builds a SparkSession.
+
+On Databricks the runtime's session is used as it is. Locally (and in tests) we build one with Delta
+configured, resolving the Delta jar from Maven Central into an Ivy cache outside the repository, so a fresh
+clone reuses what an earlier run fetched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from ingest.errors import SparkSetupError
+
+logger = logging.getLogger(__name__)
+
+SCALA_BINARY = "2.13"
+# delta-spark 4.4.1 on PyPI asks for io.delta:delta-spark_4.2_2.13:4.4.1, which is not published on Maven
+# Central (only 4.4.0 is, for Spark 4.2). The Python sources of 4.4.0 and 4.4.1 are identical apart from
+# their version string, so we load the 4.4.0 jar under the 4.4.1 Python package.
+DELTA_JAR_VERSION = "4.4.0"
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "ticdc-delta-ingest"
+
+
+def delta_package(spark_version: str) -> str:
+    """Maven coordinate of the Delta jar that matches a pyspark version such as ``4.2.0``."""
+    major_minor = ".".join(spark_version.split(".")[:2])
+    return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY}:{DELTA_JAR_VERSION}"
+
+
+def on_databricks() -> bool:
+    """True inside a Databricks runtime, where the session and its jars are provided."""
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def get_session(*, app_name: str = "ticdc-ingest", warehouse_dir: str | None = None) -> SparkSession:
+    """The active session on Databricks, otherwise a local Delta-enabled one."""
+    if on_databricks():
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active
+        return SparkSession.builder.getOrCreate()
+    return local_session(app_name=app_name, warehouse_dir=warehouse_dir)
+
+
+def local_session(
+    *,
+    app_name: str = "ticdc-ingest",
+    master: str = "local[2]",
+    warehouse_dir: str | None = None,
+    extra_packages: Sequence[str] = (),
+    cache_dir: Path = DEFAULT_CACHE_DIR,
+    driver_memory: str = "3g",
+) -> SparkSession:
+    """Build (or return) a local Spark session with Delta Lake configured.
+
+    Raises:
+        SparkSetupError: the JVM did not start, most often because the Delta jar could not be fetched.
+    """
+    import pyspark
+
+    # Python workers must run this interpreter, or they miss pyarrow/orjson from the virtualenv.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    packages = [delta_package(pyspark.__version__), *extra_packages]
+    ivy_dir = cache_dir / "ivy"
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master)
+        .config("spark.jars.packages", ",".join(packages))
+        .config("spark.jars.ivy", str(ivy_dir))
+        .config("spark.jars.ivySettings", str(_write_ivy_settings(ivy_dir)))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
+    )
+    if warehouse_dir is not None:
+        builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # pyspark raises PySparkRuntimeError(JAVA_GATEWAY_EXITED) with no cause
+        raise SparkSetupError(
+            "Spark could not start. The usual cause is that the Delta jar could not be fetched from Maven "
+            f"Central: packages {', '.join(packages)} into Ivy cache {ivy_dir}. Check network access to "
+            "Maven Central (or pre-fill ~/.m2), and that Java 17 is on PATH. "
+            f"Original error: {exc}"
+        ) from exc
+    spark.sparkContext.setLogLevel("WARN") if hasattr(spark, "sparkContext") else None
+    return spark
+
+
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+
+
+def _write_ivy_settings(ivy_dir: Path) -> Path:
+    """Resolve from Maven Central into our own cache only.
+
+    Spark's default chain tries ~/.m2 first; a ~/.m2 that holds a POM without its jar (which `mvn
+    dependency:get` leaves behind for transitive artifacts) makes Ivy fail with "NOT FOUND" for that jar.
+    """
+    ivy_dir.mkdir(parents=True, exist_ok=True)
+    path = ivy_dir / "ivysettings.xml"
+    text = f"""<ivysettings>
+  <settings defaultResolver="central"/>
+  <caches defaultCacheDir="{ivy_dir / 'cache'}"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root="{MAVEN_CENTRAL}"/>
+  </resolvers>
+</ivysettings>
+"""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path

@@ -1,0 +1,48 @@
+import pytest
+
+from ingest.config import IngestConfig
+from ingest.errors import ConfigError
+from ingest.model import PartitionId
+
+BASE = {"input": "in", "target-path": "/lake"}
+
+
+def test_defaults_put_our_state_under_the_target_path():
+    config = IngestConfig.from_params(BASE)
+    assert config.state_path == "/lake/_ingest"
+    assert config.timezone == "UTC"
+    assert config.table_path("shop", "orders") == "/lake/shop/orders"
+    assert config.partitions is None
+
+
+def test_unknown_parameter_is_an_error_that_names_it():
+    with pytest.raises(ConfigError, match="unknown parameter.*target-pth"):
+        IngestConfig.from_params({**BASE, "target-pth": "/x"})
+
+
+def test_invalid_time_zone_says_what_to_use():
+    with pytest.raises(ConfigError, match="'Mars/Olympus' is not an IANA time zone"):
+        IngestConfig.from_params({**BASE, "timezone": "Mars/Olympus"})
+
+
+def test_partitions_ranges_and_lists():
+    config = IngestConfig.from_params({**BASE, "partitions": "cdc:0-2;other:5,7"})
+    assert config.partitions == {PartitionId("cdc", p) for p in (0, 1, 2)} | {
+        PartitionId("other", 5), PartitionId("other", 7)}
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("partitions", "cdc", "expected 'topic:0,1"),
+    ("max-bad-ratio", "2", r"must be in \[0, 1\]"),
+    ("max-bad-ratio", "lots", "not a number"),
+    ("protocol", "open", "not supported"),
+    ("table-name-template", "{db}.{table}", "may only use"),
+])
+def test_bad_values_name_the_key_and_value(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        IngestConfig.from_params({**BASE, key: value})
+
+
+def test_catalog_name_from_template():
+    config = IngestConfig.from_params({**BASE, "table_name_template": "main.{database}.{table}"})
+    assert config.catalog_name("shop", "orders") == "main.shop.orders"

@@ -1,0 +1,81 @@
+import pytest
+
+from ingest.decode.mysql_ddl import AlterTable, CreateDatabase, CreateTable, OtherDdl, TruncateTable, parse_ddl
+from ingest.decode.mysql_types import parse_mysql_type
+from ingest.model import ColumnKind, ColumnType, TableId
+from ingest.sample import ORDER_ITEMS, ORDERS, STOCK
+
+
+def test_create_table_as_tidb_restores_it_keeps_exact_types_and_key():
+    statement = parse_ddl(ORDERS, "ignored")
+    assert isinstance(statement, CreateTable)
+    assert statement.table == TableId("shop", "orders")
+    types = {c.name: c.type for c in statement.schema.columns}
+    assert types["order_id"] == ColumnType(ColumnKind.BIGINT, unsigned=True, length=20)
+    assert types["amount"] == ColumnType(ColumnKind.DECIMAL, precision=10, scale=2)
+    assert types["payload"].kind is ColumnKind.VARBINARY
+    assert types["placed_at"] == ColumnType(ColumnKind.DATETIME, length=6)
+    assert statement.schema.key == ("order_id",)
+
+
+def test_composite_primary_key_in_declared_order():
+    statement = parse_ddl(ORDER_ITEMS, "x")
+    assert isinstance(statement, CreateTable)
+    assert statement.schema.key == ("order_id", "line_no")
+
+
+def test_table_without_primary_key_is_keyed_by_its_not_null_unique_index():
+    statement = parse_ddl("CREATE TABLE t (u VARCHAR(10) NOT NULL, n INT, v INT, UNIQUE KEY a (n), "
+                          "UNIQUE KEY b (u))", "s")
+    assert isinstance(statement, CreateTable)
+    assert statement.schema.key == ("u",)  # n is nullable, so it cannot be the handle
+
+
+def test_add_column_with_default_and_position():
+    statement = parse_ddl("ALTER TABLE `c` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `b`", "shop")
+    assert isinstance(statement, AlterTable)
+    (add,) = statement.add_columns
+    assert (add.column.name, add.column.nullable, add.column.default, add.after) == ("points", False, "'100'", "b")
+
+
+def test_timestamp_binary_and_blob_types():
+    statement = parse_ddl(STOCK, "x")
+    assert isinstance(statement, CreateTable)
+    kinds = {c.name: c.type.kind for c in statement.schema.columns}
+    assert kinds["checksum"] is ColumnKind.BINARY
+    assert kinds["thumbnail"] is ColumnKind.BLOB
+    assert kinds["updated_at"] is ColumnKind.TIMESTAMP
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("TRUNCATE TABLE `shop`.`t`", TruncateTable(TableId("shop", "t"))),
+        ("CREATE DATABASE `shop`", CreateDatabase("shop")),
+    ],
+)
+def test_other_statements_we_act_on(sql, expected):
+    assert parse_ddl(sql, "x") == expected
+
+
+def test_statements_we_do_not_handle_yet_say_so():
+    assert isinstance(parse_ddl("ALTER TABLE t DROP COLUMN c", "s"), OtherDdl)
+    assert isinstance(parse_ddl("RENAME TABLE a TO b", "s"), OtherDdl)
+    assert isinstance(parse_ddl("this is not sql (", "s"), OtherDdl)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("bigint unsigned", ColumnType(ColumnKind.BIGINT, unsigned=True)),
+        ("int unsigned zerofill", ColumnType(ColumnKind.INT, unsigned=True)),
+        ("decimal", ColumnType(ColumnKind.DECIMAL)),
+        ("decimal(10,4)", ColumnType(ColumnKind.DECIMAL, precision=10, scale=4)),
+        ("varbinary(23)", ColumnType(ColumnKind.VARBINARY, length=23)),
+        ("mediumblob", ColumnType(ColumnKind.BLOB)),
+        ("longtext", ColumnType(ColumnKind.TEXT)),
+        ("enum('a','b''c')", ColumnType(ColumnKind.ENUM, elements=("a", "b'c"))),
+    ],
+)
+def test_canal_json_mysql_type_text(text, expected):
+    assert parse_mysql_type(text) == expected

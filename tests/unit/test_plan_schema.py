@@ -1,0 +1,58 @@
+from ingest.model import DdlEvent, Position, TableId
+from ingest.plan.schema import AddColumn, CreateTable, RecordOnly, Reject, Truncate, plan_schema_changes
+
+T = TableId("shop", "c")
+
+
+def event(sql: str) -> DdlEvent:
+    return DdlEvent(T, 100, sql, "ALTER", Position("cdc", 0, 7))
+
+
+def test_add_column_not_null_default_backfills_existing_rows_with_the_default():
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN p INT NOT NULL DEFAULT '100'"), ["id"])
+    assert isinstance(change, AddColumn)
+    assert change.backfill == "100"
+
+
+def test_add_nullable_column_without_default_leaves_null():
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN note VARCHAR(10)"), ["id"])
+    assert isinstance(change, AddColumn)
+    assert change.backfill is None
+
+
+def test_add_not_null_column_without_default_gets_the_type_zero_value():
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN n INT NOT NULL"), ["id"])
+    assert isinstance(change, AddColumn)
+    assert change.backfill == "0"
+
+
+def test_add_column_with_a_non_literal_default_is_rejected_not_silently_null():
+    (change,) = plan_schema_changes(
+        event("ALTER TABLE c ADD COLUMN t TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP"), ["id"]
+    )
+    assert isinstance(change, Reject)
+    assert "CURRENT_TIMESTAMP" in change.reason
+
+
+def test_replayed_add_column_is_a_no_op():
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN p INT"), ["id", "p"])
+    assert isinstance(change, RecordOnly)
+
+
+def test_create_table_on_an_existing_table_is_recorded_only():
+    sql = "CREATE TABLE c (id INT PRIMARY KEY)"
+    assert isinstance(plan_schema_changes(event(sql), None)[0], CreateTable)
+    assert isinstance(plan_schema_changes(event(sql), ["id"])[0], RecordOnly)
+
+
+def test_create_table_without_any_key_is_rejected():
+    (change,) = plan_schema_changes(event("CREATE TABLE c (a INT, b INT)"), None)
+    assert isinstance(change, Reject)
+    assert "no primary key" in change.reason
+
+
+def test_truncate_and_unsupported_ddl():
+    assert isinstance(plan_schema_changes(event("TRUNCATE TABLE c"), ["id"])[0], Truncate)
+    (change,) = plan_schema_changes(event("ALTER TABLE c DROP COLUMN p"), ["id", "p"])
+    assert isinstance(change, Reject)
+    assert "DROP COLUMN" in change.reason
