@@ -138,6 +138,7 @@ class Stream:
     _tables: dict[TableId, _Table] = field(default_factory=dict)
     _changes: list[_Change] = field(default_factory=list)
     _clock_ms: int = 0
+    _announced: dict[int, int] = field(default_factory=dict)
 
     # -- time -------------------------------------------------------------------------------------------
     def tso(self, seconds: float) -> int:
@@ -233,6 +234,7 @@ class Stream:
     # -- watermarks ------------------------------------------------------------------------------------
     def watermark(self, ts: int, partitions: Sequence[int] | None = None) -> None:
         for p in range(self.partitions) if partitions is None else partitions:
+            self._announced[p] = max(self._announced.get(p, 0), ts)
             message = {
                 "id": 0, "database": "", "table": "", "pkNames": None, "isDdl": False,
                 "type": cj.TYPE_WATERMARK, "es": ts >> 18, "ts": (ts >> 18) + 5, "sql": "", "sqlType": None,
@@ -241,6 +243,10 @@ class Stream:
             self.append_message(p, message)
 
     # -- truth -------------------------------------------------------------------------------------------
+    def complete_watermark(self) -> int:
+        """The highest TSO that every partition has announced a watermark for (0 if one has none)."""
+        return min((self._announced.get(p, 0) for p in range(self.partitions)), default=0)
+
     def state_at(self, ts: int) -> dict[TableId, dict[Key, Row]]:
         """The upstream tables after every change with commit_ts <= ts, keyed by primary key."""
         state: dict[TableId, dict[Key, Row]] = {t: {} for t in self._tables}

@@ -20,8 +20,12 @@ KIND_BAD = "bad"
 KIND_FATAL = "fatal"
 
 _ROW = T.ArrayType(T.MapType(T.StringType(), T.StringType()))
+# from_json in PERMISSIVE mode yields a struct of nulls for malformed input, not a null; the raw text in
+# this column is how malformed JSON is told apart from a message that merely lacks fields.
+CORRUPT_RECORD = "_corrupt_record"
 ENVELOPE = T.StructType(
     [
+        T.StructField(CORRUPT_RECORD, T.StringType()),
         T.StructField(cj.FIELD_DATABASE, T.StringType()),
         T.StructField(cj.FIELD_TABLE, T.StringType()),
         T.StructField(cj.FIELD_PK_NAMES, T.ArrayType(T.StringType())),
@@ -49,7 +53,10 @@ ENVELOPE = T.StructType(
 
 def decode_canal_json(messages: DataFrame) -> DataFrame:
     """Kafka-shaped rows -> classified Canal-JSON events (one per message), positions and raw bytes kept."""
-    m = F.from_json(F.col("value").cast("string"), ENVELOPE, {"mode": "PERMISSIVE"}).alias("m")
+    m = F.from_json(
+        F.col("value").cast("string"), ENVELOPE,
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD},
+    ).alias("m")
     parsed = messages.select("*", m)
     env = F.col("m")
     tidb = env[cj.FIELD_TIDB]
@@ -88,7 +95,7 @@ def _classify(
         (F.col("partition").isNull() | F.col("offset").isNull(), KIND_BAD,
          "not a captured Kafka record (topic/partition/offset missing)"),
         (F.col("value").isNull(), KIND_BAD, "record has no value"),
-        (env.isNull(), KIND_BAD, "malformed JSON"),
+        (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
         ((is_ddl | is_dml) & tidb.isNull(), KIND_FATAL,
          "message without _tidb: the changefeed must set enable-tidb-extension=true; nothing can be "
          "ordered or deduplicated without commitTs and watermarks"),

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ingest.config import IngestConfig
+from ingest.pipeline import BatchResult, run_files
+from ingest.sample import Stream
+
+Runner = Callable[..., BatchResult]
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    return tmp_path / "lake"
+
+
+@pytest.fixture
+def run(spark, tmp_path: Path, lake: Path) -> Runner:
+    """Write a stream's records (as they are now) to a fresh input directory and mirror it into ``lake``."""
+    counter = {"n": 0}
+
+    def _run(stream: Stream, **params: str) -> BatchResult:
+        counter["n"] += 1
+        input_dir = tmp_path / f"input-{counter['n']}"
+        stream.write(input_dir)
+        config = IngestConfig.from_params({"input": str(input_dir), "target-path": str(lake),
+                                           "timezone": stream.tz_name, **params})
+        return run_files(spark, config)
+
+    return _run
