@@ -30,40 +30,74 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="apply a change stream to the Delta tables, continuing from progress")
+    run = commands.add_parser(
+        "run", help="apply a change stream to the Delta tables, continuing from progress"
+    )
     _add_run_flags(run)
 
     demo = commands.add_parser("demo", help="mirror the bundled sample stream into a local lakehouse")
-    demo.add_argument("--target-path", default="lakehouse",
-                      help="directory for the Delta tables (default: ./lakehouse)")
+    demo.add_argument(
+        "--target-path", default="lakehouse", help="directory for the Delta tables (default: ./lakehouse)"
+    )
     demo.add_argument("--input", default=None, help="sample records to use (default: the bundled sample)")
     return parser
 
 
 def _add_run_flags(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--source", default="files", choices=["files"],
-                     help="where records come from: 'files' = a directory of captured Kafka records (JSON Lines)")
-    run.add_argument("--input", required=True,
-                     help="directory (or file) of captured records, one JSON object per line: topic, partition, "
-                          "offset, timestamp (ms), key and value (base64)")
-    run.add_argument("--protocol", default="canal-json", choices=["canal-json"],
-                     help="the changefeed's protocol; Canal-JSON needs enable-tidb-extension=true")
-    run.add_argument("--target-path", required=True,
-                     help="root of the mirror: tables live at <target-path>/<database>/<table>")
-    run.add_argument("--state-path", default=None,
-                     help="where progress and quarantine live (default: <target-path>/_ingest)")
-    run.add_argument("--timezone", default="UTC",
-                     help="time zone of the TiCDC server, in which TIMESTAMP values are rendered (default: UTC)")
-    run.add_argument("--partitions", default=None,
-                     help="the partitions TiCDC writes, e.g. 'tidb_cdc:0-2' or 't1:0,1;t2:0' (default: the "
-                          "partitions seen in the input and in earlier runs)")
-    run.add_argument("--table-name-template", default=None,
-                     help="also register each table in the catalog under this name, e.g. "
-                          "'main.{database}.{table}'")
-    run.add_argument("--max-bad-ratio", default="0",
-                     help="share of records that may be quarantined before the run fails (default: 0)")
-    run.add_argument("--stream-id", default="default",
-                     help="names this stream's progress, so several streams can share a state path")
+    run.add_argument(
+        "--source",
+        default="files",
+        choices=["files"],
+        help="where records come from: 'files' = a directory of captured Kafka records (JSON Lines)",
+    )
+    run.add_argument(
+        "--input",
+        required=True,
+        help="directory (or file) of captured records, one JSON object per line: topic, partition, "
+        "offset, timestamp (ms), key and value (base64)",
+    )
+    run.add_argument(
+        "--protocol",
+        default="canal-json",
+        choices=["canal-json"],
+        help="the changefeed's protocol; Canal-JSON needs enable-tidb-extension=true",
+    )
+    run.add_argument(
+        "--target-path",
+        required=True,
+        help="root of the mirror: tables live at <target-path>/<database>/<table>",
+    )
+    run.add_argument(
+        "--state-path",
+        default=None,
+        help="where progress and quarantine live (default: <target-path>/_ingest)",
+    )
+    run.add_argument(
+        "--timezone",
+        default="UTC",
+        help="time zone of the TiCDC server, in which TIMESTAMP values are rendered (default: UTC)",
+    )
+    run.add_argument(
+        "--partitions",
+        default=None,
+        help="the partitions TiCDC writes, e.g. 'tidb_cdc:0-2' or 't1:0,1;t2:0' (default: the "
+        "partitions seen in the input and in earlier runs)",
+    )
+    run.add_argument(
+        "--table-name-template",
+        default=None,
+        help="also register each table in the catalog under this name, e.g. 'main.{database}.{table}'",
+    )
+    run.add_argument(
+        "--max-bad-ratio",
+        default="0",
+        help="share of records that may be quarantined before the run fails (default: 0)",
+    )
+    run.add_argument(
+        "--stream-id",
+        default="default",
+        help="names this stream's progress, so several streams can share a state path",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,8 +149,10 @@ def _demo(target: Path, input_dir: str | None) -> int:
         rows = spark.read.format("delta").load(path).count()
         when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
         print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")
-    print("Rows above G stay pending until every partition's watermark passes them; run again to see that "
-          "nothing is applied twice.")
+    print(
+        "Rows above G stay pending until every partition's watermark passes them; run again to see that "
+        "nothing is applied twice."
+    )
     return 0
 
 

@@ -16,7 +16,9 @@ RANK_DELETE = 0
 RANK_UPSERT = 1
 
 
-def advance_watermarks(current: Mapping[PartitionId, int], seen: Iterable[Watermark]) -> dict[PartitionId, int]:
+def advance_watermarks(
+    current: Mapping[PartitionId, int], seen: Iterable[Watermark]
+) -> dict[PartitionId, int]:
     """R3: each partition's watermark only moves forward; a smaller value (a replay) is ignored."""
     result = dict(current)
     for watermark in seen:
@@ -84,7 +86,9 @@ def plan_table_steps(
     steps: list[Step] = []
     low = state.applied_ts
     inclusive = not (state.ddl_ts > 0 and state.ddl_ts == state.applied_ts)
-    eligible = sorted((d for d in ddls if d.commit_ts <= bound), key=lambda d: (d.commit_ts, d.position.offset))
+    eligible = sorted(
+        (d for d in ddls if d.commit_ts <= bound), key=lambda d: (d.commit_ts, d.position.offset)
+    )
     for ddl in eligible:
         if has_rows and (ddl.commit_ts > low or (inclusive and ddl.commit_ts == low)):
             steps.append(Segment(table, low, ddl.commit_ts, inclusive))

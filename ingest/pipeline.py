@@ -78,10 +78,15 @@ class BatchResult:
     seconds: float
 
     def describe(self) -> str:
-        g = (f"G = {self.global_watermark} ({tso_to_datetime(self.global_watermark).isoformat()})"
-             if self.global_watermark else "G = 0 (some partition has no watermark yet)")
-        return (f"run {self.run_id}: {self.records} records, {g}, {self.quarantined} quarantined, "
-                f"{len(self.tables)} tables, {self.seconds:.1f}s")
+        g = (
+            f"G = {self.global_watermark} ({tso_to_datetime(self.global_watermark).isoformat()})"
+            if self.global_watermark
+            else "G = 0 (some partition has no watermark yet)"
+        )
+        return (
+            f"run {self.run_id}: {self.records} records, {g}, {self.quarantined} quarantined, "
+            f"{len(self.tables)} tables, {self.seconds:.1f}s"
+        )
 
 
 def run_files(spark: SparkSession, config: IngestConfig) -> BatchResult:
@@ -118,21 +123,25 @@ def _process(
     _check_partitions(config, ranges)
     bad = sum(bad for _, _, bad in ranges.values())
     if bad:
-        quarantine.write(spark, config.state_path, decoded.where(F.col("kind") == KIND_BAD),
-                         error_class=DecodeError.__name__, run_id=run_id)
+        quarantine.write(
+            spark,
+            config.state_path,
+            decoded.where(F.col("kind") == KIND_BAD),
+            error_class=DecodeError.__name__,
+            run_id=run_id,
+        )
         logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
     _check_bad_ratio(config, bad, records)
 
     ddls, watermarks = _control_events(decoded)
     watermark_by_partition = order.advance_watermarks(committed.watermarks, watermarks)
-    partition_set = config.partitions or (
-        set(ranges) | set(committed.watermarks) | set(committed.resume)
-    )
+    partition_set = config.partitions or (set(ranges) | set(committed.watermarks) | set(committed.resume))
     g = order.global_watermark(watermark_by_partition, partition_set)
     missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
     if missing:
-        logger.warning("no watermark yet on partition(s) %s: nothing is applied until each has one",
-                       ", ".join(missing))
+        logger.warning(
+            "no watermark yet on partition(s) %s: nothing is applied until each has one", ", ".join(missing)
+        )
 
     dml = decoded.where(F.col("kind") == KIND_DML)
     signatures = _signatures(dml)
@@ -156,7 +165,9 @@ def _process(
         conversion_bad += report.quarantined
         for ddl in pending:
             pid = ddl.position.partition_id
-            pending_ddl_offsets[pid] = min(pending_ddl_offsets.get(pid, ddl.position.offset), ddl.position.offset)
+            pending_ddl_offsets[pid] = min(
+                pending_ddl_offsets.get(pid, ddl.position.offset), ddl.position.offset
+            )
     _check_bad_ratio(config, bad + conversion_bad, records)
 
     pending_min, pending_rows = _pending(dml, g)
@@ -194,8 +205,11 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, tuple[int, int, i
     """Per partition: last offset read, records read, records that are bad (quarantined)."""
     rows = (
         decoded.groupBy("topic", "partition")
-        .agg(F.max("offset").alias("last"), F.count("*").alias("n"),
-             F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"))
+        .agg(
+            F.max("offset").alias("last"),
+            F.count("*").alias("n"),
+            F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"),
+        )
         .collect()
     )
     result: dict[PartitionId, tuple[int, int, int]] = {}
@@ -204,7 +218,11 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, tuple[int, int, i
         if row["topic"] is None or row["partition"] is None:
             orphans = (0, int(row["n"]), int(row["bad"]))
             continue
-        result[PartitionId(row["topic"], int(row["partition"]))] = (int(row["last"]), int(row["n"]), int(row["bad"]))
+        result[PartitionId(row["topic"], int(row["partition"]))] = (
+            int(row["last"]),
+            int(row["n"]),
+            int(row["bad"]),
+        )
     if orphans[1]:
         # Lines that were not Kafka records at all: counted and quarantined, but they have no partition.
         result[PartitionId("", -1)] = (-1, orphans[1], orphans[2])
@@ -264,12 +282,19 @@ def _apply_schema_level_ddl(ddl: DdlEvent, g: int) -> None:
                 f"{ddl.table.schema}: {change.reason}; stream stopped before {ddl.position} "
                 f"(commitTs {ddl.commit_ts}), progress not moved"
             )
-    logger.info("%s: nothing to do for database DDL at %s (commitTs %d): %s", ddl.table.schema, ddl.position,
-                ddl.commit_ts, ddl.sql)
+    logger.info(
+        "%s: nothing to do for database DDL at %s (commitTs %d): %s",
+        ddl.table.schema,
+        ddl.position,
+        ddl.commit_ts,
+        ddl.sql,
+    )
 
 
 def _signatures(dml: DataFrame) -> list[TableSignature]:
-    types = F.array_sort(F.transform(F.map_entries("mysql_type"), lambda e: F.concat(e["key"], F.lit("\u0000"), e["value"])))
+    types = F.array_sort(
+        F.transform(F.map_entries("mysql_type"), lambda e: F.concat(e["key"], F.lit("\u0000"), e["value"]))
+    )
     rows = (
         dml.groupBy("database", "table", types.alias("types"), F.col("pk_names"))
         .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
@@ -277,11 +302,11 @@ def _signatures(dml: DataFrame) -> list[TableSignature]:
     )
     result = []
     for row in rows:
-        pairs = tuple(tuple(t.split("\u0000", 1)) for t in (row["types"] or []))
+        pairs = tuple((name, text) for name, _, text in (t.partition("\u0000") for t in row["types"] or []))
         result.append(
             TableSignature(
                 table=TableId(row["database"], row["table"]),
-                mysql_types=pairs,  # type: ignore[arg-type]
+                mysql_types=pairs,
                 pk_names=tuple(row["pk_names"] or ()),
                 min_commit_ts=int(row["lo"]),
                 max_commit_ts=int(row["hi"]),
@@ -353,11 +378,19 @@ def _apply_ddl(
             apply_schema.truncate(spark, path, before)
     if apply_schema.table_exists(spark, path):
         apply_schema.mark_applied(
-            spark, path, applied.applied_ts,
+            spark,
+            path,
+            applied.applied_ts,
             state_to_metadata(applied, run_id=run_id, step=f"ddl {ddl.commit_ts}: {ddl.identity[:200]}"),
         )
-    logger.info("%s: applied DDL at %s (commitTs %d, %s): %s", ddl.table, ddl.position, ddl.commit_ts,
-                tso_to_datetime(ddl.commit_ts).isoformat(), ddl.sql)
+    logger.info(
+        "%s: applied DDL at %s (commitTs %d, %s): %s",
+        ddl.table,
+        ddl.position,
+        ddl.commit_ts,
+        tso_to_datetime(ddl.commit_ts).isoformat(),
+        ddl.sql,
+    )
     return applied
 
 
@@ -388,10 +421,16 @@ def _apply_segment(
         bad_count = bad.count()
         if bad_count:
             quarantine.write(
-                spark, config.state_path,
-                bad.select("*", F.lit(table.schema).alias("database"), F.lit(table.table).alias("table"),
-                           F.col(BAD_COLUMN).alias("error")),
-                error_class="ConversionError", run_id=run_id,
+                spark,
+                config.state_path,
+                bad.select(
+                    "*",
+                    F.lit(table.schema).alias("database"),
+                    F.lit(table.table).alias("table"),
+                    F.col(BAD_COLUMN).alias("error"),
+                ),
+                error_class="ConversionError",
+                run_id=run_id,
             )
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
             report.quarantined += bad_count
@@ -399,14 +438,28 @@ def _apply_segment(
         source = net_effect(changes, key, columns)
         applied = replace(state, applied_ts=max(state.applied_ts, segment.high))
         metadata = state_to_metadata(applied, run_id=run_id, step=f"merge ({segment.low}, {segment.high}]")
-        result = apply_merge(spark, path, source, key, columns, metadata,
-                             (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)))
+        result = apply_merge(
+            spark,
+            path,
+            source,
+            key,
+            columns,
+            metadata,
+            (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
+        )
     finally:
         changes.unpersist()
     report.upserted += result.upserted
     report.deleted += result.deleted
-    logger.info("%s: merged segment (%d, %d]: %d upserted, %d deleted; applied up to %s", table, segment.low,
-                segment.high, result.upserted, result.deleted, tso_to_datetime(segment.high).isoformat())
+    logger.info(
+        "%s: merged segment (%d, %d]: %d upserted, %d deleted; applied up to %s",
+        table,
+        segment.low,
+        segment.high,
+        result.upserted,
+        result.deleted,
+        tso_to_datetime(segment.high).isoformat(),
+    )
     return applied
 
 
@@ -421,25 +474,38 @@ def _columns_from_signature(signature: TableSignature) -> list[Column]:
 
 
 def _create_from_dml(
-    spark: SparkSession, path: str, table: TableId, signatures: list[TableSignature], state: TableState,
+    spark: SparkSession,
+    path: str,
+    table: TableId,
+    signatures: list[TableSignature],
+    state: TableState,
     run_id: int,
 ) -> None:
     """A table never announced by CREATE TABLE: build it from its first DML's mysqlType and pkNames."""
     first = min(signatures, key=lambda s: s.min_commit_ts)
     if not first.pk_names:
         raise SchemaChangeRejected(
-            f"{table}: DML arrived with pkNames [] and no CREATE TABLE was seen, so the merge key is unknown; "
+            f"{table}: DML arrived with pkNames [] and no CREATE TABLE was seen, so the merge key is "
+            "unknown; "
             "start the stream before the table's CREATE TABLE, or create the Delta table with its key"
         )
     schema = TableSchema(tuple(_columns_from_signature(first)), first.pk_names)
-    apply_schema.create_table(spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create"))
-    logger.warning("%s: created from DML column types (no CREATE TABLE seen); DECIMAL precision may be "
-                   "unknown", table)
+    apply_schema.create_table(
+        spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create")
+    )
+    logger.warning(
+        "%s: created from DML column types (no CREATE TABLE seen); DECIMAL precision may be unknown", table
+    )
 
 
 def _add_columns_seen_in_dml(
-    spark: SparkSession, config: IngestConfig, path: str, table: TableId, signatures: list[TableSignature],
-    state: TableState, run_id: int,
+    spark: SparkSession,
+    config: IngestConfig,
+    path: str,
+    table: TableId,
+    signatures: list[TableSignature],
+    state: TableState,
+    run_id: int,
 ) -> None:
     """Fallback: a DML names a column no DDL added (e.g. the DDL predates the stream); add it as nullable."""
     existing = {f.name for f in apply_schema.current_schema(spark, path)[0].fields}
@@ -448,11 +514,17 @@ def _add_columns_seen_in_dml(
             if column.name in existing:
                 continue
             change = plan_schema.AddColumn(table, column, first=False, after=None, backfill=None)
-            apply_schema.add_column(spark, path, change, config.timezone,
-                                    state_to_metadata(state, run_id=run_id, step=f"add {column.name} from DML"))
+            apply_schema.add_column(
+                spark,
+                path,
+                change,
+                config.timezone,
+                state_to_metadata(state, run_id=run_id, step=f"add {column.name} from DML"),
+            )
             existing.add(column.name)
-            logger.warning("%s: added column %s %s seen in DML but announced by no DDL", table, column.name,
-                           column.type)
+            logger.warning(
+                "%s: added column %s %s seen in DML but announced by no DDL", table, column.name, column.type
+            )
 
 
 def _pending(dml: DataFrame, g: int) -> tuple[dict[PartitionId, int], dict[TableId, int]]:
@@ -470,4 +542,3 @@ def _pending(dml: DataFrame, g: int) -> tuple[dict[PartitionId, int], dict[Table
         first[pid] = min(first.get(pid, row["first"]), int(row["first"]))
         per_table[TableId(row["database"], row["table"])] += int(row["n"])
     return first, dict(per_table)
-

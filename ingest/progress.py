@@ -59,8 +59,12 @@ def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progr
     if not DeltaTable.isDeltaTable(spark, path):
         return Progress()
     row = (
-        spark.read.format("delta").load(path).where(F.col("stream_id") == stream_id)
-        .orderBy(F.col("run_id").desc()).select("run_id", "global_watermark", "state").first()
+        spark.read.format("delta")
+        .load(path)
+        .where(F.col("stream_id") == stream_id)
+        .orderBy(F.col("run_id").desc())
+        .select("run_id", "global_watermark", "state")
+        .first()
     )
     if row is None:
         return Progress()
@@ -86,8 +90,13 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
         },
         "pending_rows": {str(k): v for k, v in sorted(progress.pending_rows.items())},
     }
-    row = (progress.run_id, stream_id, datetime.now(timezone.utc), progress.global_watermark,
-           orjson.dumps(state).decode())
+    row = (
+        progress.run_id,
+        stream_id,
+        datetime.now(timezone.utc),
+        progress.global_watermark,
+        orjson.dumps(state).decode(),
+    )
     path = progress_path(state_path)
     spark.createDataFrame([row], SCHEMA).write.format("delta").mode("append").save(path)
 

@@ -44,7 +44,9 @@ def quarantine_path(state_path: str) -> str:
     return f"{state_path.rstrip('/')}/{QUARANTINE_DIR}"
 
 
-def write(spark: SparkSession, state_path: str, rejected: DataFrame, *, error_class: str, run_id: int) -> None:
+def write(
+    spark: SparkSession, state_path: str, rejected: DataFrame, *, error_class: str, run_id: int
+) -> None:
     """Append rejected records; ``rejected`` has the message columns plus ``error`` (and optionally table).
 
     Rows without a position (a line that was not a Kafka record at all) are kept too, keyed by their bytes.

@@ -192,17 +192,23 @@ class Stream:
         self.ddl(statement.table.schema, statement.table.table, sql, ts, "CREATE")
         return statement.table
 
-    def add_column(self, table: TableId, sql: str, ts: int, name: str, type_text: str, default: Any = None) -> None:
+    def add_column(
+        self, table: TableId, sql: str, ts: int, name: str, type_text: str, default: Any = None
+    ) -> None:
         """ALTER TABLE ... ADD COLUMN; existing rows read ``default`` upstream afterwards."""
         self.ddl(table.schema, table.table, sql, ts, "ALTER")
         entry = self._tables[table]
         column_type = parse_mysql_type(type_text)
         entry.columns[name] = column_type
         entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
-        self._changes.append(_Change(ts, len(self._changes), table, "add_column", column=name, default=default))
+        self._changes.append(
+            _Change(ts, len(self._changes), table, "add_column", column=name, default=default)
+        )
 
     def truncate(self, table: TableId, ts: int) -> None:
-        self.ddl(table.schema, table.table, f"TRUNCATE TABLE `{table.schema}`.`{table.table}`", ts, "TRUNCATE")
+        self.ddl(
+            table.schema, table.table, f"TRUNCATE TABLE `{table.schema}`.`{table.table}`", ts, "TRUNCATE"
+        )
         self._changes.append(_Change(ts, len(self._changes), table, "truncate"))
 
     # -- DML ---------------------------------------------------------------------------------------------
@@ -279,13 +285,17 @@ class Stream:
         buckets: list[list[bytes]] = [[] for _ in paths]
         for index, record in enumerate(self.records):
             # Later records land in earlier files, so file order never matches offset order.
-            buckets[(files - 1 - index * files // max(len(self.records), 1)) % files].append(orjson.dumps(record))
+            buckets[(files - 1 - index * files // max(len(self.records), 1)) % files].append(
+                orjson.dumps(record)
+            )
         for path, lines in zip(paths, buckets, strict=True):
             path.write_bytes(b"".join(line + b"\n" for line in lines))
         return paths
 
     # -- encoding ----------------------------------------------------------------------------------------
-    def _emit(self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int | None) -> None:
+    def _emit(
+        self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int | None
+    ) -> None:
         entry = self._tables[table]
         tz = ZoneInfo(self.tz_name)
         names = list(entry.columns)
@@ -297,7 +307,9 @@ class Stream:
             sqlType={n: _sql_type_code(entry.columns[n]) for n in names},
             mysqlType=entry.mysql_types(names),
             data=[{n: wire_text(data.get(n), entry.columns[n], tz) for n in names}],
-            old=[{n: wire_text(old.get(n), entry.columns[n], tz) for n in names}] if old is not None else None,
+            old=[{n: wire_text(old.get(n), entry.columns[n], tz) for n in names}]
+            if old is not None
+            else None,
         )
         self.append_message(partition, message)
 
@@ -305,8 +317,9 @@ class Stream:
         digest = hashlib.md5(repr((table.schema, table.table, key)).encode()).digest()
         return digest[0] % self.partitions
 
-    def _envelope(self, schema: str, table: str, typ: str, ts: int, *, sql: str = "", is_ddl: bool = False
-                  ) -> dict[str, Any]:
+    def _envelope(
+        self, schema: str, table: str, typ: str, ts: int, *, sql: str = "", is_ddl: bool = False
+    ) -> dict[str, Any]:
         return {
             "id": 0, "database": schema, "table": table, "pkNames": None, "isDdl": is_ddl, "type": typ,
             "es": ts >> 18, "ts": (ts >> 18) + 3, "sql": sql, "sqlType": None, "mysqlType": None,
@@ -357,7 +370,9 @@ STOCK = """CREATE TABLE `inventory`.`stock` (
   PRIMARY KEY (`sku`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
-ADD_POINTS = "ALTER TABLE `shop`.`customers` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `balance`"
+ADD_POINTS = (
+    "ALTER TABLE `shop`.`customers` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `balance`"
+)
 
 
 def build_sample(timezone_name: str = "UTC") -> Stream:
@@ -380,7 +395,7 @@ def build_sample(timezone_name: str = "UTC") -> Stream:
     for i, name in enumerate(names):
         s.insert(customers, {
             "id": 1001 + i, "name": name, "email": f"{name.split()[0].lower()}@example.com",
-            "balance": Decimal(f"{(i + 1) * 137.25:.2f}"), "vip": i % 3 == 0 and 1 or 0,
+            "balance": Decimal(f"{(i + 1) * 137.25:.2f}"), "vip": (i % 3 == 0 and 1) or 0,
             "signed_up_at": datetime(2024, 3, 10, 1 + i, 59, 59, 123000, tzinfo=timezone.utc),
             "birthday": date(1970 + i, 1 + i, 10 + i) if i % 4 else None,
         }, s.tso(t))  # fmt: skip
@@ -390,7 +405,9 @@ def build_sample(timezone_name: str = "UTC") -> Stream:
         s.insert(stock, {
             "sku": sku, "on_hand": 4294967295 if n == 0 else 100 * (n + 1), "reserved": n * 3,
             "checksum": bytes([0x00, 0x7F, 0x80 + n, 0xFF]),
-            "thumbnail": bytes(range(256)) if n == 0 else (bytes([0xE9, 0x00, 0x3C, 0x26, n]) if n % 2 else None),
+            "thumbnail": (
+                bytes(range(256)) if n == 0 else (bytes([0xE9, 0x00, 0x3C, 0x26, n]) if n % 2 else None)
+            ),
             "updated_at": datetime(2026, 3, 29, 0, 59, 0, tzinfo=timezone.utc) + timedelta(hours=n),
         }, s.tso(t))  # fmt: skip
         t += 0.25
@@ -402,14 +419,24 @@ def build_sample(timezone_name: str = "UTC") -> Stream:
         s.insert(orders, {
             "order_id": order_id, "customer_id": 1001 + n % len(names),
             "amount": Decimal(f"{19.99 * (n + 1):.2f}"), "status": "new",
-            "weight_kg": [0.1, 2.5, 3.14, 1e-3, 12.75][n % 5], "score": [0.1, 2.718281828459045, 1e16, -0.5][n % 4],
+            "weight_kg": [0.1, 2.5, 3.14, 1e-3, 12.75][n % 5],
+            "score": [0.1, 2.718281828459045, 1e16, -0.5][n % 4],
             "placed_at": datetime(2026, 11, 20, 9, n, 30, 250000 + n),
             "note": None if n % 3 else f"Gift wrap ✓ #{n} — «fragile»",
             "payload": bytes([n, 0x80 | n, 0x3C, 0x26, 0x0A, 0x22, 0x5C]),
         }, ts)  # fmt: skip
         for line in range(1, 1 + n % 3 + 1):
-            s.insert(items, {"order_id": order_id, "line_no": line, "sku": skus[(n + line) % len(skus)],
-                             "qty": line * 2, "unit_price": Decimal(f"{4.5 * line + n:.2f}")}, ts)
+            s.insert(
+                items,
+                {
+                    "order_id": order_id,
+                    "line_no": line,
+                    "sku": skus[(n + line) % len(skus)],
+                    "qty": line * 2,
+                    "unit_price": Decimal(f"{4.5 * line + n:.2f}"),
+                },
+                ts,
+            )
         if n % 4 == 1:
             s.watermark(s.tso(t + 0.5))
     t += 1
@@ -442,7 +469,8 @@ def build_sample(timezone_name: str = "UTC") -> Stream:
     # Committed upstream but not yet covered by a watermark on every partition: must stay pending.
     t += 1
     s.insert(customers, {"id": 1010, "name": "Alan Kay", "email": None, "balance": Decimal("10.00"),
-                         "points": 1, "vip": 0, "signed_up_at": datetime(2026, 11, 20, 9, 45, tzinfo=timezone.utc),
+                         "points": 1, "vip": 0,
+                         "signed_up_at": datetime(2026, 11, 20, 9, 45, tzinfo=timezone.utc),
                          "birthday": None}, s.tso(t))  # fmt: skip
     s.update(orders, (order_ids[1],), {"status": "refunded"}, s.tso(t + 0.1))
     s.watermark(s.tso(t + 0.5), partitions=[0])

@@ -114,7 +114,7 @@ def _write_ivy_settings(ivy_dir: Path) -> Path:
     path = ivy_dir / "ivysettings.xml"
     text = f"""<ivysettings>
   <settings defaultResolver="central"/>
-  <caches defaultCacheDir="{ivy_dir / 'cache'}"/>
+  <caches defaultCacheDir="{ivy_dir / "cache"}"/>
   <resolvers>
     <ibiblio name="central" m2compatible="true" root="{MAVEN_CENTRAL}"/>
   </resolvers>

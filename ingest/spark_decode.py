@@ -54,7 +54,8 @@ ENVELOPE = T.StructType(
 def decode_canal_json(messages: DataFrame) -> DataFrame:
     """Kafka-shaped rows -> classified Canal-JSON events (one per message), positions and raw bytes kept."""
     m = F.from_json(
-        F.col("value").cast("string"), ENVELOPE,
+        F.col("value").cast("string"),
+        ENVELOPE,
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD},
     ).alias("m")
     parsed = messages.select("*", m)
@@ -92,27 +93,48 @@ def _classify(
     is_ddl: Column, typ: Column, is_dml: Column, tidb: Column, data: Column, env: Column
 ) -> tuple[Column, Column]:
     rules: list[tuple[Column, str, str]] = [
-        (F.col("partition").isNull() | F.col("offset").isNull(), KIND_BAD,
-         "not a captured Kafka record (topic/partition/offset missing)"),
+        (
+            F.col("partition").isNull() | F.col("offset").isNull(),
+            KIND_BAD,
+            "not a captured Kafka record (topic/partition/offset missing)",
+        ),
         (F.col("value").isNull(), KIND_BAD, "record has no value"),
         (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
-        ((is_ddl | is_dml) & tidb.isNull(), KIND_FATAL,
-         "message without _tidb: the changefeed must set enable-tidb-extension=true; nothing can be "
-         "ordered or deduplicated without commitTs and watermarks"),
+        (
+            (is_ddl | is_dml) & tidb.isNull(),
+            KIND_FATAL,
+            "message without _tidb: the changefeed must set enable-tidb-extension=true; nothing can be "
+            "ordered or deduplicated without commitTs and watermarks",
+        ),
         ((is_ddl | is_dml) & tidb[cj.TIDB_COMMIT_TS].isNull(), KIND_BAD, "_tidb.commitTs missing"),
         (is_ddl, KIND_DDL, ""),
-        ((typ == cj.TYPE_WATERMARK) & tidb[cj.TIDB_WATERMARK_TS].isNull(), KIND_BAD,
-         "TIDB_WATERMARK without _tidb.watermarkTs"),
+        (
+            (typ == cj.TYPE_WATERMARK) & tidb[cj.TIDB_WATERMARK_TS].isNull(),
+            KIND_BAD,
+            "TIDB_WATERMARK without _tidb.watermarkTs",
+        ),
         (typ == cj.TYPE_WATERMARK, KIND_WATERMARK, ""),
-        (is_dml & (F.coalesce(tidb[cj.TIDB_ONLY_HANDLE_KEY], F.lit(False)) | tidb[cj.TIDB_CLAIM_CHECK].isNotNull()),
-         KIND_FATAL, "large message (handle-key-only or claim-check) needs a lookup that is not configured"),
+        (
+            is_dml
+            & (
+                F.coalesce(tidb[cj.TIDB_ONLY_HANDLE_KEY], F.lit(False))
+                | tidb[cj.TIDB_CLAIM_CHECK].isNotNull()
+            ),
+            KIND_FATAL,
+            "large message (handle-key-only or claim-check) needs a lookup that is not configured",
+        ),
         (is_dml & (F.size(data) < 1), KIND_BAD, "DML without a row image in data"),
-        (is_dml & (env[cj.FIELD_DATABASE].isNull() | env[cj.FIELD_TABLE].isNull()), KIND_BAD,
-         "DML without database/table"),
+        (
+            is_dml & (env[cj.FIELD_DATABASE].isNull() | env[cj.FIELD_TABLE].isNull()),
+            KIND_BAD,
+            "DML without database/table",
+        ),
         (is_dml, KIND_DML, ""),
     ]
     kind: Column = F.lit(KIND_BAD)
-    error: Column = F.concat(F.lit('unknown "type" '), F.coalesce(F.concat(F.lit("'"), typ, F.lit("'")), F.lit("null")))
+    error: Column = F.concat(
+        F.lit('unknown "type" '), F.coalesce(F.concat(F.lit("'"), typ, F.lit("'")), F.lit("null"))
+    )
     for condition, rule_kind, message in reversed(rules):
         kind = F.when(condition, F.lit(rule_kind)).otherwise(kind)
         error = F.when(condition, F.lit(message) if message else F.lit(None).cast("string")).otherwise(error)

@@ -79,6 +79,6 @@ def conversion_failed(raw: Column, typed: Column, data_type: T.DataType) -> Colu
     failed = raw.isNotNull() & typed.isNull()
     if isinstance(data_type, T.DecimalType):
         # Spark rounds extra fraction digits silently; a value with more scale than the column is bad input.
-        too_fine = raw.rlike(r"\.\d{%d}\d*[1-9]" % data_type.scale)
+        too_fine = raw.rlike(rf"\.\d{{{data_type.scale}}}\d*[1-9]")
         failed = failed | too_fine
     return failed

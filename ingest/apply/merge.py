@@ -22,7 +22,13 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    before_sleep_log,
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from ingest.apply import convert
 from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing
@@ -65,7 +71,9 @@ def segment_rows(dml: DataFrame, segment: Segment) -> DataFrame:
 def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timezone: str) -> DataFrame:
     """R2: one row per change with typed columns, a rank, and the names of columns that did not convert."""
     data, old = F.col("data"), F.col("old")
-    before = F.when(old.isNull(), data).otherwise(F.map_zip_with(data, old, lambda _k, new, prev: F.coalesce(prev, new)))
+    before = F.when(old.isNull(), data).otherwise(
+        F.map_zip_with(data, old, lambda _k, new, prev: F.coalesce(prev, new))
+    )
     key_changed = reduce(
         lambda acc, k: acc | (F.coalesce(_image(k, old), _image(k, data)) != _image(k, data)),
         key,
@@ -75,8 +83,14 @@ def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timez
     changes = F.filter(
         F.array(
             F.when(typ == cj.TYPE_DELETE, F.struct(F.lit(RANK_DELETE).alias("rank"), data.alias("image"))),
-            F.when((typ == cj.TYPE_UPDATE) & key_changed, F.struct(F.lit(RANK_DELETE).alias("rank"), before.alias("image"))),
-            F.when(typ.isin(cj.TYPE_INSERT, cj.TYPE_UPDATE), F.struct(F.lit(RANK_UPSERT).alias("rank"), data.alias("image"))),
+            F.when(
+                (typ == cj.TYPE_UPDATE) & key_changed,
+                F.struct(F.lit(RANK_DELETE).alias("rank"), before.alias("image")),
+            ),
+            F.when(
+                typ.isin(cj.TYPE_INSERT, cj.TYPE_UPDATE),
+                F.struct(F.lit(RANK_UPSERT).alias("rank"), data.alias("image")),
+            ),
         ),
         lambda c: c.isNotNull(),
     )
@@ -95,11 +109,19 @@ def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timez
                 failed, F.lit(f"{field.name}: value will not convert to {field.dataType.simpleString()}")
             )
         else:
-            problem = F.when(is_upsert & failed, F.lit(f"{field.name}: value will not convert to "
-                                                       f"{field.dataType.simpleString()}"))
+            problem = F.when(
+                is_upsert & failed,
+                F.lit(f"{field.name}: value will not convert to {field.dataType.simpleString()}"),
+            )
         problems.append(problem)
     return exploded.select(
-        "topic", "partition", "offset", "timestamp", "key", "value", "commit_ts",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+        "commit_ts",
         F.col("change.rank").alias(RANK_COLUMN),
         *typed,
         F.concat_ws("; ", *problems).alias(BAD_COLUMN),
@@ -109,14 +131,25 @@ def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timez
 def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
     """R6: exactly one change per key, the greatest by (commit_ts, rank, offset)."""
     order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
-        F.col("commit_ts").desc(), F.col(RANK_COLUMN).desc(), F.col("partition").desc(), F.col("offset").desc()
+        F.col("commit_ts").desc(),
+        F.col(RANK_COLUMN).desc(),
+        F.col("partition").desc(),
+        F.col("offset").desc(),
     )
-    latest = changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
-    return latest.select(*[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS_COLUMN), RANK_COLUMN)
+    latest = (
+        changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
+    )
+    return latest.select(
+        *[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS_COLUMN), RANK_COLUMN
+    )
 
 
-_CONFLICTS = (ConcurrentAppendException, ConcurrentDeleteReadException, MetadataChangedException,
-              ProtocolChangedException)
+_CONFLICTS = (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 
 
 @retry(
@@ -137,8 +170,10 @@ def apply_merge(
 ) -> MergeResult:
     """R7: MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change)."""
     target = DeltaTable.forPath(spark, path).alias("t")
-    condition = reduce(lambda acc, k: acc & (_col("t", k) == _col("s", k)), key[1:], _col("t", key[0]) == _col("s", key[0]))
-    values = {f"`{c}`": _col("s", c) for c in [*columns, COMMIT_TS_COLUMN]}
+    condition = reduce(
+        lambda acc, k: acc & (_col("t", k) == _col("s", k)), key[1:], _col("t", key[0]) == _col("s", key[0])
+    )
+    values: dict[str, str | Column] = {f"`{c}`": _col("s", c) for c in [*columns, COMMIT_TS_COLUMN]}
     s_ts, t_ts, rank = _col("s", COMMIT_TS_COLUMN), _col("t", COMMIT_TS_COLUMN), _col("s", RANK_COLUMN)
     with committing(spark, metadata, txn):
         metrics = (

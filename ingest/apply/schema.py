@@ -53,7 +53,10 @@ def create_table(spark: SparkSession, path: str, table: TableId, schema: TableSc
             column.name, convert.spark_type(column.type), nullable=True, comment=f"tidb: {column.type}"
         )
     builder = builder.addColumn(
-        COMMIT_TS_COLUMN, T.LongType(), nullable=True, comment="TiDB commitTs of the change that wrote the row"
+        COMMIT_TS_COLUMN,
+        T.LongType(),
+        nullable=True,
+        comment="TiDB commitTs of the change that wrote the row",
     )
     for key, value in TABLE_PROPERTIES.items():
         builder = builder.property(key, value)
@@ -70,7 +73,9 @@ def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
     if len(parts) >= 2:
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {'.'.join(quote(p) for p in parts[:-1])}")
     location = path.replace("'", "\\'")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {'.'.join(quote(p) for p in parts)} USING DELTA LOCATION '{location}'")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {'.'.join(quote(p) for p in parts)} USING DELTA LOCATION '{location}'"
+    )
 
 
 def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone: str, metadata: str) -> None:

@@ -85,7 +85,10 @@ def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | W
     if fields.get(FIELD_TYPE) == TYPE_WATERMARK:
         watermark_ts = tidb.get(TIDB_WATERMARK_TS)
         if watermark_ts is None:
-            raise DecodeError("TIDB_WATERMARK without _tidb.watermarkTs", protocol=PROTOCOL, position=position)
+            raise DecodeError(
+                "TIDB_WATERMARK without _tidb.watermarkTs", protocol=PROTOCOL, position=position
+            )
         return Watermark(int(watermark_ts), position)
-    raise DecodeError(f"not a control message: type {fields.get(FIELD_TYPE)!r}", protocol=PROTOCOL,
-                      position=position)
+    raise DecodeError(
+        f"not a control message: type {fields.get(FIELD_TYPE)!r}", protocol=PROTOCOL, position=position
+    )

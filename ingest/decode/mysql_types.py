@@ -66,7 +66,7 @@ def _split_elements(args: str) -> tuple[str, ...]:
     return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", args))
 
 
-_SQLGLOT_KINDS: dict[exp.DataType.Type, tuple[ColumnKind, bool]] = {
+_SQLGLOT_KINDS: dict[object, tuple[ColumnKind, bool]] = {
     exp.DataType.Type.TINYINT: (ColumnKind.TINYINT, False),
     exp.DataType.Type.UTINYINT: (ColumnKind.TINYINT, True),
     exp.DataType.Type.BOOLEAN: (ColumnKind.TINYINT, False),
@@ -128,5 +128,7 @@ def from_sqlglot(data_type: exp.DataType) -> ColumnType:
     if kind is ColumnKind.DECIMAL:
         # MySQL: DECIMAL means DECIMAL(10,0), DECIMAL(p) means DECIMAL(p,0).
         precision = numbers[0] if numbers else 10
-        return ColumnType(kind, unsigned=unsigned, precision=precision, scale=numbers[1] if len(numbers) > 1 else 0)
+        return ColumnType(
+            kind, unsigned=unsigned, precision=precision, scale=numbers[1] if len(numbers) > 1 else 0
+        )
     return ColumnType(kind, unsigned=unsigned, length=numbers[0] if numbers else None)

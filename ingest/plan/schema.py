@@ -71,8 +71,12 @@ def plan_schema_changes(ddl: DdlEvent, existing_columns: Collection[str] | None)
         return [RecordOnly(f"CREATE DATABASE {statement.schema}: databases are directories")]
     if isinstance(statement, mysql_ddl.CreateTable):
         if not statement.schema.key:
-            return [Reject(f"CREATE TABLE {statement.table} has no primary key and no NOT NULL unique key; "
-                           "rows cannot be merged exactly")]
+            return [
+                Reject(
+                    f"CREATE TABLE {statement.table} has no primary key and no NOT NULL unique key; "
+                    "rows cannot be merged exactly"
+                )
+            ]
         if existing_columns is not None:
             return [RecordOnly(f"{statement.table} already exists")]
         return [CreateTable(statement.table, statement.schema)]
@@ -93,22 +97,26 @@ def plan_schema_changes(ddl: DdlEvent, existing_columns: Collection[str] | None)
     return [Reject(f"{statement.reason}: {ddl.sql!r}")]
 
 
-def _backfill_value(column: Column) -> str | None | Reject:
+def _backfill_value(column: Column) -> str | Reject | None:
     """The value existing rows read upstream after ADD COLUMN, as wire text (None: SQL NULL)."""
     if column.has_default:
         if column.default is None:
             return None
         literal = _literal_wire_text(column.default)
         if literal is None:
-            return Reject(f"ADD COLUMN {column.name} DEFAULT {column.default}: the value existing rows get "
-                          "upstream cannot be computed here")
+            return Reject(
+                f"ADD COLUMN {column.name} DEFAULT {column.default}: the value existing rows get "
+                "upstream cannot be computed here"
+            )
         return literal
     if column.nullable:
         return None
     zero = _ZERO_VALUES.get(column.type.kind)
     if zero is None:
-        return Reject(f"ADD COLUMN {column.name} {column.type} NOT NULL without DEFAULT: the implicit value "
-                      "of existing rows is not known for this type")
+        return Reject(
+            f"ADD COLUMN {column.name} {column.type} NOT NULL without DEFAULT: the implicit value "
+            "of existing rows is not known for this type"
+        )
     return zero
 
 

@@ -16,19 +16,37 @@ def test_binary_values_round_trip_every_byte():
     )
 
 
-@pytest.mark.parametrize(("mysql_type", "binary"), [
-    ("varbinary", True), ("blob", True), ("longblob", True), ("binary(16)", True),
-    ("varchar", False), ("text", False), ("bit", False),
-])
+@pytest.mark.parametrize(
+    ("mysql_type", "binary"),
+    [
+        ("varbinary", True),
+        ("blob", True),
+        ("longblob", True),
+        ("binary(16)", True),
+        ("varchar", False),
+        ("text", False),
+        ("bit", False),
+    ],
+)
 def test_binary_columns_are_recognised_by_mysql_type(mysql_type, binary):
     assert cj.is_binary_mysql_type(mysql_type) is binary
 
 
 def test_ddl_and_watermark_control_events():
-    ddl = cj.control_event({"isDdl": True, "database": "shop", "table": "t", "type": "ALTER",
-                            "sql": "ALTER TABLE t ADD COLUMN c INT", "_tidb": {"commitTs": 447984084414103554}},
-                           POS)
-    assert ddl == DdlEvent(TableId("shop", "t"), 447984084414103554, "ALTER TABLE t ADD COLUMN c INT", "ALTER", POS)
+    ddl = cj.control_event(
+        {
+            "isDdl": True,
+            "database": "shop",
+            "table": "t",
+            "type": "ALTER",
+            "sql": "ALTER TABLE t ADD COLUMN c INT",
+            "_tidb": {"commitTs": 447984084414103554},
+        },
+        POS,
+    )
+    assert ddl == DdlEvent(
+        TableId("shop", "t"), 447984084414103554, "ALTER TABLE t ADD COLUMN c INT", "ALTER", POS
+    )
     watermark = cj.control_event({"isDdl": False, "type": "TIDB_WATERMARK", "_tidb": {"watermarkTs": 7}}, POS)
     assert watermark == Watermark(7, POS)
 

@@ -16,7 +16,7 @@ def test_defaults_put_our_state_under_the_target_path():
 
 
 def test_unknown_parameter_is_an_error_that_names_it():
-    with pytest.raises(ConfigError, match="unknown parameter.*target-pth"):
+    with pytest.raises(ConfigError, match=r"unknown parameter.*target-pth"):
         IngestConfig.from_params({**BASE, "target-pth": "/x"})
 
 
@@ -28,16 +28,21 @@ def test_invalid_time_zone_says_what_to_use():
 def test_partitions_ranges_and_lists():
     config = IngestConfig.from_params({**BASE, "partitions": "cdc:0-2;other:5,7"})
     assert config.partitions == {PartitionId("cdc", p) for p in (0, 1, 2)} | {
-        PartitionId("other", 5), PartitionId("other", 7)}
+        PartitionId("other", 5),
+        PartitionId("other", 7),
+    }
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("partitions", "cdc", "expected 'topic:0,1"),
-    ("max-bad-ratio", "2", r"must be in \[0, 1\]"),
-    ("max-bad-ratio", "lots", "not a number"),
-    ("protocol", "open", "not supported"),
-    ("table-name-template", "{db}.{table}", "may only use"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("partitions", "cdc", "expected 'topic:0,1"),
+        ("max-bad-ratio", "2", r"must be in \[0, 1\]"),
+        ("max-bad-ratio", "lots", "not a number"),
+        ("protocol", "open", "not supported"),
+        ("table-name-template", "{db}.{table}", "may only use"),
+    ],
+)
 def test_bad_values_name_the_key_and_value(key, value, message):
     with pytest.raises(ConfigError, match=message):
         IngestConfig.from_params({**BASE, key: value})

@@ -1,6 +1,13 @@
 import pytest
 
-from ingest.decode.mysql_ddl import AlterTable, CreateDatabase, CreateTable, OtherDdl, TruncateTable, parse_ddl
+from ingest.decode.mysql_ddl import (
+    AlterTable,
+    CreateDatabase,
+    CreateTable,
+    OtherDdl,
+    TruncateTable,
+    parse_ddl,
+)
 from ingest.decode.mysql_types import parse_mysql_type
 from ingest.model import ColumnKind, ColumnType, TableId
 from ingest.sample import ORDER_ITEMS, ORDERS, STOCK
@@ -25,17 +32,25 @@ def test_composite_primary_key_in_declared_order():
 
 
 def test_table_without_primary_key_is_keyed_by_its_not_null_unique_index():
-    statement = parse_ddl("CREATE TABLE t (u VARCHAR(10) NOT NULL, n INT, v INT, UNIQUE KEY a (n), "
-                          "UNIQUE KEY b (u))", "s")
+    statement = parse_ddl(
+        "CREATE TABLE t (u VARCHAR(10) NOT NULL, n INT, v INT, UNIQUE KEY a (n), UNIQUE KEY b (u))", "s"
+    )
     assert isinstance(statement, CreateTable)
     assert statement.schema.key == ("u",)  # n is nullable, so it cannot be the handle
 
 
 def test_add_column_with_default_and_position():
-    statement = parse_ddl("ALTER TABLE `c` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `b`", "shop")
+    statement = parse_ddl(
+        "ALTER TABLE `c` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `b`", "shop"
+    )
     assert isinstance(statement, AlterTable)
     (add,) = statement.add_columns
-    assert (add.column.name, add.column.nullable, add.column.default, add.after) == ("points", False, "'100'", "b")
+    assert (add.column.name, add.column.nullable, add.column.default, add.after) == (
+        "points",
+        False,
+        "'100'",
+        "b",
+    )
 
 
 def test_timestamp_binary_and_blob_types():

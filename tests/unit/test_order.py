@@ -39,8 +39,9 @@ def test_replayed_ddl_is_not_new_but_a_ddl_at_the_applied_watermark_is():
 
 
 def test_rows_are_cut_at_eligible_ddls_and_rows_at_the_ddl_ts_go_before_it():
-    steps = plan_table_steps(T, TableState(applied_ts=100), [ddl(110), ddl(130, offset=5)], bound=120,
-                             has_rows=True)
+    steps = plan_table_steps(
+        T, TableState(applied_ts=100), [ddl(110), ddl(130, offset=5)], bound=120, has_rows=True
+    )
     assert steps == [Segment(T, 100, 110, True), DdlStep(ddl(110)), Segment(T, 110, 120, False)]
 
 

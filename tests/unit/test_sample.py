@@ -25,15 +25,26 @@ def test_sample_records_of_a_partition_are_not_in_file_order():
     assert {r["partition"] for r in stream.records} == {0, 1}
 
 
-@pytest.mark.parametrize(("value", "column_type", "expected"), [
-    (18446744073709551615, ColumnType(ColumnKind.BIGINT, unsigned=True), "18446744073709551615"),
-    (Decimal("123.456"), ColumnType(ColumnKind.DECIMAL, precision=10, scale=4), "123.4560"),
-    (3.14, ColumnType(ColumnKind.FLOAT), "3.14"),
-    (3.4028234663852886e38, ColumnType(ColumnKind.FLOAT), "340282350000000000000000000000000000000"),
-    (1e-06, ColumnType(ColumnKind.DOUBLE), "0.000001"),
-    (datetime(2024, 3, 11, 8, 51, 1, 461270), ColumnType(ColumnKind.DATETIME, length=6), "2024-03-11 08:51:01.461270"),
-    (datetime(2020, 2, 20, 2, 20, 20, tzinfo=timezone.utc), ColumnType(ColumnKind.TIMESTAMP), "2020-02-20 10:20:20"),
-    (bytes([5, 0, 0xE9, 0xFF]), ColumnType(ColumnKind.VARBINARY), "\u0005\u0000éÿ"),
-])
+@pytest.mark.parametrize(
+    ("value", "column_type", "expected"),
+    [
+        (18446744073709551615, ColumnType(ColumnKind.BIGINT, unsigned=True), "18446744073709551615"),
+        (Decimal("123.456"), ColumnType(ColumnKind.DECIMAL, precision=10, scale=4), "123.4560"),
+        (3.14, ColumnType(ColumnKind.FLOAT), "3.14"),
+        (3.4028234663852886e38, ColumnType(ColumnKind.FLOAT), "340282350000000000000000000000000000000"),
+        (1e-06, ColumnType(ColumnKind.DOUBLE), "0.000001"),
+        (
+            datetime(2024, 3, 11, 8, 51, 1, 461270),
+            ColumnType(ColumnKind.DATETIME, length=6),
+            "2024-03-11 08:51:01.461270",
+        ),
+        (
+            datetime(2020, 2, 20, 2, 20, 20, tzinfo=timezone.utc),
+            ColumnType(ColumnKind.TIMESTAMP),
+            "2020-02-20 10:20:20",
+        ),
+        (bytes([5, 0, 0xE9, 0xFF]), ColumnType(ColumnKind.VARBINARY), "\u0005\u0000éÿ"),
+    ],
+)
 def test_wire_text_matches_ticdc(value, column_type, expected):
     assert wire_text(value, column_type, ZoneInfo("Asia/Shanghai")) == expected

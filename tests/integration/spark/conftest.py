@@ -26,8 +26,9 @@ def run(spark, tmp_path: Path, lake: Path) -> Runner:
         counter["n"] += 1
         input_dir = tmp_path / f"input-{counter['n']}"
         stream.write(input_dir)
-        config = IngestConfig.from_params({"input": str(input_dir), "target-path": str(lake),
-                                           "timezone": stream.tz_name, **params})
+        config = IngestConfig.from_params(
+            {"input": str(input_dir), "target-path": str(lake), "timezone": stream.tz_name, **params}
+        )
         return run_files(spark, config)
 
     return _run
