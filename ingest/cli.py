@@ -102,7 +102,11 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
-    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0].startswith("--") and arguments[0] not in ("--help", "--verbose"):
+        # Databricks python_wheel_task passes named_parameters as --key=value only, with no subcommand.
+        arguments.insert(0, "run")
+    args = _parser().parse_args(arguments)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

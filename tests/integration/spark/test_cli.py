@@ -1,0 +1,94 @@
+"""The command line as a user and a Databricks job task call it, in this process (one Spark session)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from delta.tables import DeltaTable
+
+from ingest.cli import main
+from ingest.model import TableId
+from ingest.sample import build_sample
+from mirror import delta_rows, expected_rows
+
+
+def test_help_explains_every_run_flag(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in (
+        "--source",
+        "--input",
+        "--protocol",
+        "--target-path",
+        "--state-path",
+        "--timezone",
+        "--partitions",
+        "--table-name-template",
+        "--max-bad-ratio",
+        "--stream-id",
+    ):
+        assert flag in text
+
+
+def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(spark, tmp_path, capsys):
+    lake = tmp_path / "lakehouse"
+    assert main(["demo", "--target-path", str(lake)]) == 0
+    out = capsys.readouterr().out
+    assert "shop.customers" in out and "pending" in out
+    stream = build_sample()
+    g = stream.complete_watermark()
+    tables = [
+        TableId("shop", "customers"),
+        TableId("shop", "orders"),
+        TableId("shop", "order_items"),
+        TableId("inventory", "stock"),
+    ]
+    before = {}
+    for table in tables:
+        before[table] = delta_rows(spark, str(lake), table)
+        assert before[table] == expected_rows(stream, table, g)
+    heads = {
+        t: DeltaTable.forPath(spark, f"{lake}/{t.schema}/{t.table}").history(1).first()["version"]
+        for t in tables
+    }
+    assert main(["demo", "--target-path", str(lake)]) == 0
+    for table in tables:
+        assert delta_rows(spark, str(lake), table) == before[table]
+        version = (
+            DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").history(1).first()["version"]
+        )
+        assert version == heads[table], f"{table} got a new Delta version on a replay"
+
+
+def test_named_parameters_without_subcommand_mean_run(spark, tmp_path, capsys):
+    lake = tmp_path / "lake"
+    sample = tmp_path / "in"
+    build_sample().write(sample)
+    assert main([f"--input={sample}", f"--target-path={lake}", "--protocol=canal-json"]) == 0
+    assert "run 1:" in capsys.readouterr().out
+
+
+def test_a_bad_parameter_exits_2_with_a_message(capsys):
+    assert main(["run", "--input", "x", "--target-path", "y", "--timezone", "Nowhere/Land"]) == 2
+    assert "is not an IANA time zone" in capsys.readouterr().err
+
+
+def test_unreachable_packages_give_a_clear_error_not_a_bare_gateway_failure(tmp_path):
+    # A separate process: one JVM per Python process, and this one must fail to start.
+    code = (
+        "from ingest.spark import local_session\n"
+        "from ingest.errors import SparkSetupError\n"
+        "from pathlib import Path\n"
+        "try:\n"
+        f"    local_session(extra_packages=['org.example.missing:nothing:0.0.1'], cache_dir=Path({str(tmp_path)!r}))\n"
+        "except SparkSetupError as exc:\n"
+        "    print('SETUP-ERROR', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "SETUP-ERROR Spark could not start" in done.stdout
+    assert "could not be fetched from Maven Central" in done.stdout
+    assert "org.example.missing:nothing:0.0.1" in done.stdout
