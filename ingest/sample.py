@@ -370,6 +370,10 @@ STOCK = """CREATE TABLE `inventory`.`stock` (
   PRIMARY KEY (`sku`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
+SIMPLE_FOR_TESTS = (
+    "CREATE TABLE `app`.`t` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))"
+)
+
 ADD_POINTS = (
     "ALTER TABLE `shop`.`customers` ADD COLUMN `points` int(11) NOT NULL DEFAULT '100' AFTER `balance`"
 )

@@ -26,11 +26,16 @@ PROPERTY_SOURCE_TABLE = "ticdc.sourceTable"
 PROPERTY_APPLIED_TS = "ticdc.appliedTs"
 
 
-def state_to_metadata(state: TableState, *, run_id: int, step: str) -> str:
-    """The userMetadata text of a commit: our marker, the table state after it, and why it was made."""
+def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: bool = True) -> str:
+    """The userMetadata text of a commit: our marker, the table state after it, and why it was made.
+
+    ``consistent`` is false for the intermediate commits of a DDL (e.g. the ALTER before its back-fill):
+    only versions marked consistent equal the upstream table at ``applied_ts``.
+    """
     return orjson.dumps(
         {
             METADATA_KEY: {
+                "consistent": consistent,
                 "applied_ts": state.applied_ts,
                 "applied_time": tso_to_datetime(state.applied_ts).isoformat() if state.applied_ts else None,
                 "ddl_ts": state.ddl_ts,

@@ -79,15 +79,17 @@ def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
 
 
 def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone: str, metadata: str) -> None:
-    """ALTER TABLE ADD COLUMNS, then give existing rows the value upstream reads for them."""
+    """ALTER TABLE ADD COLUMNS (if absent), then give existing rows the value upstream reads for them."""
     data_type = convert.spark_type(change.column.type)
     position = " FIRST" if change.first else (f" AFTER {quote(change.after)}" if change.after else "")
+    exists = change.column.name in current_schema(spark, path)[0].fieldNames()
     with committing(spark, metadata):
-        spark.sql(
-            f"ALTER TABLE delta.{quote(path)} ADD COLUMNS "
-            f"({quote(change.column.name)} {data_type.simpleString()} COMMENT 'tidb: {change.column.type}'"
-            f"{position})"
-        )
+        if not exists:
+            spark.sql(
+                f"ALTER TABLE delta.{quote(path)} ADD COLUMNS "
+                f"({quote(change.column.name)} {data_type.simpleString()} "
+                f"COMMENT 'tidb: {change.column.type}'{position})"
+            )
         if change.backfill is not None:
             value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
             DeltaTable.forPath(spark, path).update(set={change.column.name: value})

@@ -85,15 +85,16 @@ def plan_schema_changes(ddl: DdlEvent, existing_columns: Collection[str] | None)
     if isinstance(statement, mysql_ddl.AlterTable):
         if existing_columns is None:
             return [Reject(f"ALTER TABLE on {statement.table}, which the mirror has never seen created")]
+        # A column that already exists is still planned: reaching here means the DDL is not recorded as
+        # applied (replays are filtered by D_T first), so a crash may have come between the ALTER and the
+        # back-fill. Applying adds if absent and back-fills, which is idempotent until later rows land.
         changes: list[SchemaChange] = []
         for add in statement.add_columns:
-            if add.column.name in existing_columns:
-                continue  # replayed or already present: add-if-absent
             backfill = _backfill_value(add.column)
             if isinstance(backfill, Reject):
                 return [backfill]
             changes.append(AddColumn(statement.table, add.column, add.first, add.after, backfill))
-        return changes or [RecordOnly("every added column already exists")]
+        return changes
     return [Reject(f"{statement.reason}: {ddl.sql!r}")]
 
 

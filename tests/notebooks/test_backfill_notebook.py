@@ -3,9 +3,10 @@
 import runpy
 from pathlib import Path
 
+from mirror import delta_rows, expected_rows
+
 from ingest.model import TableId
 from ingest.sample import build_sample
-from mirror import delta_rows, expected_rows
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "backfill.py"
 

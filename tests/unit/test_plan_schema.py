@@ -34,9 +34,12 @@ def test_add_column_with_a_non_literal_default_is_rejected_not_silently_null():
     assert "CURRENT_TIMESTAMP" in change.reason
 
 
-def test_replayed_add_column_is_a_no_op():
-    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN p INT"), ["id", "p"])
-    assert isinstance(change, RecordOnly)
+def test_add_column_already_present_is_still_planned_so_an_interrupted_backfill_completes():
+    # Replays never get here (D_T filters them); a column that exists means the ALTER committed but the
+    # DDL did not, e.g. a crash before the back-fill.
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN p INT NOT NULL DEFAULT 3"), ["id", "p"])
+    assert isinstance(change, AddColumn)
+    assert change.backfill == "3"
 
 
 def test_create_table_on_an_existing_table_is_recorded_only():

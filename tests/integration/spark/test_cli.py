@@ -7,11 +7,11 @@ import sys
 
 import pytest
 from delta.tables import DeltaTable
+from mirror import delta_rows, expected_rows
 
 from ingest.cli import main
 from ingest.model import TableId
 from ingest.sample import build_sample
-from mirror import delta_rows, expected_rows
 
 
 def test_help_explains_every_run_flag(capsys):
@@ -84,7 +84,8 @@ def test_unreachable_packages_give_a_clear_error_not_a_bare_gateway_failure(tmp_
         "from ingest.errors import SparkSetupError\n"
         "from pathlib import Path\n"
         "try:\n"
-        f"    local_session(extra_packages=['org.example.missing:nothing:0.0.1'], cache_dir=Path({str(tmp_path)!r}))\n"
+        "    local_session(extra_packages=['org.example.missing:nothing:0.0.1'],\n"
+        f"                  cache_dir=Path({str(tmp_path)!r}))\n"
         "except SparkSetupError as exc:\n"
         "    print('SETUP-ERROR', exc)\n"
     )

@@ -13,8 +13,8 @@ from ingest.errors import ConfigError, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
 from ingest.progress import load_progress
 from ingest.sample import CUSTOMERS, ORDERS, STOCK, Stream, build_sample
+from ingest.sample import SIMPLE_FOR_TESTS as SIMPLE
 
-SIMPLE = "CREATE TABLE `app`.`t` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))"
 T = TableId("app", "t")
 
 

@@ -1,0 +1,97 @@
+"""Kill the job for real (SIGKILL) at the worst moments; a restart must end exactly where an uninterrupted
+run ends. The child process patches one function to kill itself; the restart runs in this process."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from mirror import delta_rows, expected_rows
+
+from ingest.config import IngestConfig
+from ingest.model import TableId
+from ingest.pipeline import run_files
+from ingest.progress import load_progress
+from ingest.sample import SIMPLE_FOR_TESTS, Stream
+
+T = TableId("app", "t")
+U = TableId("app", "u")
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, types
+    from ingest import pipeline
+    from ingest.apply import schema
+    from ingest.cli import main
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    point = sys.argv[1]
+    if point == "after-merges-before-progress":
+        pipeline.progress.commit_progress = die
+    elif point == "between-tables":
+        calls = {"n": 0}
+        original = pipeline._apply_table
+        def second_table_dies(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                die()
+            return original(*args, **kwargs)
+        pipeline._apply_table = second_table_dies
+    elif point == "mid-ddl":
+        # After ALTER TABLE ADD COLUMNS has committed, before the back-fill of existing rows.
+        schema.convert = types.SimpleNamespace(spark_type=schema.convert.spark_type, from_wire=die)
+    sys.exit(main(["run", "--input", sys.argv[2], "--target-path", sys.argv[3]]))
+    """
+)
+
+
+def crash_stream() -> Stream:
+    s = Stream(topic="cdc", partitions=2)
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
+    for i in range(1, 6):
+        s.insert(T, {"id": i, "v": f"t{i}"}, s.tso(2))
+        s.insert(U, {"id": i, "v": f"u{i}"}, s.tso(2))
+    s.watermark(s.tso(3))
+    s.update(T, (1,), {"v": "t1b"}, s.tso(4))
+    s.update(T, (2,), {"id": 20}, s.tso(4))  # key change: DELETE + INSERT
+    s.delete(U, (3,), s.tso(4))
+    s.add_column(T, "ALTER TABLE `t` ADD COLUMN `c` int(11) NOT NULL DEFAULT '7'", s.tso(5), "c", "int", 7)
+    s.insert(T, {"id": 6, "v": "t6", "c": 1}, s.tso(6))
+    s.update(U, (4,), {"v": "u4b"}, s.tso(6))
+    s.watermark(s.tso(7))
+    s.insert(T, {"id": 7, "v": "pending", "c": 2}, s.tso(8))  # above the final G: stays pending
+    s.watermark(s.tso(9), partitions=[0])
+    return s
+
+
+@pytest.mark.parametrize("point", ["after-merges-before-progress", "between-tables", "mid-ddl"])
+def test_restart_after_sigkill_ends_like_an_uninterrupted_run(spark, tmp_path: Path, point: str):
+    stream = crash_stream()
+    input_dir, lake = tmp_path / "in", tmp_path / "lake"
+    stream.write(input_dir)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, point, str(input_dir), str(lake)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+    assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 0  # died before progress
+
+    result = run_files(spark, IngestConfig.from_params({"input": str(input_dir), "target-path": str(lake)}))
+
+    g = stream.complete_watermark()
+    assert result.global_watermark == g
+    for table in (T, U):
+        assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
+    assert delta_rows(spark, str(lake), T)[(1,)] == {"id": 1, "v": "t1b", "c": 7}  # back-filled default
+    # A second restart after the recovery applies nothing more.
+    again = run_files(spark, IngestConfig.from_params({"input": str(input_dir), "target-path": str(lake)}))
+    assert all(r.upserted == 0 and r.deleted == 0 and not r.ddls for r in again.tables.values())
