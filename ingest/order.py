@@ -54,6 +54,13 @@ class Segment:
     low: int
     high: int
     low_inclusive: bool = True
+    before_ddl: bool = False
+
+    @property
+    def applied_ts(self) -> int:
+        """A_T once the segment is committed. Before a DDL at ``high`` the table is upstream as of
+        ``high - 1``: upstream at ``high`` already includes the DDL (a TRUNCATE, say), which commits next."""
+        return self.high - 1 if self.before_ddl else self.high
 
     def admits(self, commit_ts: int) -> bool:
         """Whether a row at this commit_ts belongs to the segment."""
@@ -91,7 +98,7 @@ def plan_table_steps(
     )
     for ddl in eligible:
         if has_rows and (ddl.commit_ts > low or (inclusive and ddl.commit_ts == low)):
-            steps.append(Segment(table, low, ddl.commit_ts, inclusive))
+            steps.append(Segment(table, low, ddl.commit_ts, inclusive, before_ddl=True))
         steps.append(DdlStep(ddl))
         low, inclusive = max(low, ddl.commit_ts), False
     if has_rows and bound > 0 and (bound > low or (inclusive and bound == low)):

@@ -368,7 +368,9 @@ def _apply_ddl(
     applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
     # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
     # and every change here is idempotent (create-if-absent, add-if-absent, delete-all).
-    before = state_to_metadata(state, run_id=run_id, step=f"ddl {ddl.commit_ts} in progress")
+    before = state_to_metadata(
+        state, run_id=run_id, step=f"ddl {ddl.commit_ts} in progress", consistent=False
+    )
     for change in changes:
         if isinstance(change, plan_schema.CreateTable):
             apply_schema.create_table(spark, path, change.table, change.schema, before)
@@ -436,7 +438,7 @@ def _apply_segment(
             report.quarantined += bad_count
         columns = [f.name for f in schema.fields]
         source = net_effect(changes, key, columns)
-        applied = replace(state, applied_ts=max(state.applied_ts, segment.high))
+        applied = replace(state, applied_ts=max(state.applied_ts, segment.applied_ts))
         metadata = state_to_metadata(applied, run_id=run_id, step=f"merge ({segment.low}, {segment.high}]")
         result = apply_merge(
             spark,
@@ -452,13 +454,14 @@ def _apply_segment(
     report.upserted += result.upserted
     report.deleted += result.deleted
     logger.info(
-        "%s: merged segment (%d, %d]: %d upserted, %d deleted; applied up to %s",
+        "%s: merged segment (%d, %d]: %d upserted, %d deleted; applied up to %d (%s)",
         table,
         segment.low,
         segment.high,
         result.upserted,
         result.deleted,
-        tso_to_datetime(segment.high).isoformat(),
+        applied.applied_ts,
+        tso_to_datetime(applied.applied_ts).isoformat(),
     )
     return applied
 
@@ -491,7 +494,7 @@ def _create_from_dml(
         )
     schema = TableSchema(tuple(_columns_from_signature(first)), first.pk_names)
     apply_schema.create_table(
-        spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create")
+        spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create", consistent=False)
     )
     logger.warning(
         "%s: created from DML column types (no CREATE TABLE seen); DECIMAL precision may be unknown", table
@@ -519,7 +522,7 @@ def _add_columns_seen_in_dml(
                 path,
                 change,
                 config.timezone,
-                state_to_metadata(state, run_id=run_id, step=f"add {column.name} from DML"),
+                state_to_metadata(state, run_id=run_id, step=f"add {column.name} from DML", consistent=False),
             )
             existing.add(column.name)
             logger.warning(

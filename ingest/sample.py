@@ -85,6 +85,7 @@ def _datetime_text(moment: datetime, fsp: int) -> str:
 class _Table:
     schema: TableSchema
     columns: dict[str, ColumnType]
+    added_at: dict[str, int] = field(default_factory=dict)
 
     def key_of(self, row: Mapping[str, Any]) -> Key:
         return tuple(row[k] for k in self.schema.key)
@@ -200,6 +201,7 @@ class Stream:
         entry = self._tables[table]
         column_type = parse_mysql_type(type_text)
         entry.columns[name] = column_type
+        entry.added_at[name] = ts
         entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
         self._changes.append(
             _Change(ts, len(self._changes), table, "add_column", column=name, default=default)
@@ -274,8 +276,10 @@ class Stream:
     def column_type(self, table: TableId, column: str) -> ColumnType:
         return self._tables[table].columns[column]
 
-    def table_columns(self, table: TableId) -> list[str]:
-        return [c.name for c in self._tables[table].schema.columns]
+    def table_columns(self, table: TableId, at: int | None = None) -> list[str]:
+        """The table's columns, or those it had at TSO ``at`` (columns added later left out)."""
+        entry = self._tables[table]
+        return [c.name for c in entry.schema.columns if at is None or entry.added_at.get(c.name, 0) <= at]
 
     # -- output ------------------------------------------------------------------------------------------
     def write(self, directory: Path, files: int = 2) -> list[Path]:

@@ -29,8 +29,13 @@ def normalize(value: Any) -> Any:
     return value
 
 
-def delta_rows(spark: SparkSession, root: str, table: TableId) -> dict[tuple[Any, ...], dict[str, Any]]:
-    df = spark.read.format("delta").load(f"{root}/{table.schema}/{table.table}")
+def delta_rows(
+    spark: SparkSession, root: str, table: TableId, version: int | None = None
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(f"{root}/{table.schema}/{table.table}")
     key = _key_columns(spark, f"{root}/{table.schema}/{table.table}")
     rows = {}
     for row in df.collect():
@@ -41,7 +46,7 @@ def delta_rows(spark: SparkSession, root: str, table: TableId) -> dict[tuple[Any
 
 def expected_rows(stream: Stream, table: TableId, ts: int) -> dict[tuple[Any, ...], dict[str, Any]]:
     state = stream.state_at(ts).get(table, {})
-    columns = stream.table_columns(table)
+    columns = stream.table_columns(table, at=ts)
     result = {}
     float32 = {c for c in columns if stream.column_type(table, c).kind is ColumnKind.FLOAT}
     for key, row in state.items():

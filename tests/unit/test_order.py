@@ -42,7 +42,13 @@ def test_rows_are_cut_at_eligible_ddls_and_rows_at_the_ddl_ts_go_before_it():
     steps = plan_table_steps(
         T, TableState(applied_ts=100), [ddl(110), ddl(130, offset=5)], bound=120, has_rows=True
     )
-    assert steps == [Segment(T, 100, 110, True), DdlStep(ddl(110)), Segment(T, 110, 120, False)]
+    assert steps == [
+        Segment(T, 100, 110, True, before_ddl=True),
+        DdlStep(ddl(110)),
+        Segment(T, 110, 120, False),
+    ]
+    # Before the DDL commits, the table is upstream as of just before the DDL's commitTs.
+    assert [s.applied_ts for s in steps if isinstance(s, Segment)] == [109, 120]
 
 
 def test_after_an_applied_ddl_the_next_segment_excludes_the_ddl_ts():
