@@ -41,6 +41,8 @@ from ingest.spark_decode import KIND_BAD, KIND_DDL, KIND_DML, KIND_FATAL, KIND_W
 
 logger = logging.getLogger(__name__)
 
+NO_PARTITION = PartitionId("", -1)
+
 
 @dataclass
 class TableReport:
@@ -119,9 +121,9 @@ def _process(
 ) -> BatchResult:
     _stop_on_fatal(decoded)
     ranges = _partition_ranges(decoded)
-    records = sum(count for _, count, _ in ranges.values())
-    _check_partitions(config, ranges)
-    bad = sum(bad for _, _, bad in ranges.values())
+    records = sum(r.records for r in ranges.values())
+    _check_partitions(config, ranges, committed)
+    bad = sum(r.bad for r in ranges.values())
     if bad:
         quarantine.write(
             spark,
@@ -135,7 +137,9 @@ def _process(
 
     ddls, watermarks = _control_events(decoded)
     watermark_by_partition = order.advance_watermarks(committed.watermarks, watermarks)
-    partition_set = config.partitions or (set(ranges) | set(committed.watermarks) | set(committed.resume))
+    partition_set = config.partitions or (
+        (set(ranges) - {NO_PARTITION}) | set(committed.watermarks) | set(committed.resume)
+    )
     g = order.global_watermark(watermark_by_partition, partition_set)
     missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
     if missing:
@@ -176,7 +180,7 @@ def _process(
     for table, count in pending_rows.items():
         reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
         reports[table].pending = count
-    read_next = {pid: last + 1 for pid, (last, _, _) in ranges.items()}
+    read_next = {pid: r.last_offset + 1 for pid, r in ranges.items() if pid != NO_PARTITION}
     resume = order.resume_offsets(read_next, pending_min, committed.resume)
     new_progress = progress.Progress(
         run_id=run_id,
@@ -201,42 +205,65 @@ def _stop_on_fatal(decoded: DataFrame) -> None:
         raise ConfigError(f"{cj.PROTOCOL}: {fatal['error']} (first seen at {position}); nothing was applied")
 
 
-def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, tuple[int, int, int]]:
-    """Per partition: last offset read, records read, records that are bad (quarantined)."""
+@dataclass(frozen=True)
+class _PartitionRead:
+    """What one batch read from one partition."""
+
+    last_offset: int
+    records: int
+    bad: int
+    min_dml_ts: int | None
+
+
+def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
+    """Per partition: last offset read, records read, bad (quarantined) records, smallest DML commit_ts."""
     rows = (
         decoded.groupBy("topic", "partition")
         .agg(
             F.max("offset").alias("last"),
             F.count("*").alias("n"),
             F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"),
+            F.min(F.when(F.col("kind") == KIND_DML, F.col("commit_ts"))).alias("min_ts"),
         )
         .collect()
     )
-    result: dict[PartitionId, tuple[int, int, int]] = {}
-    orphans = (0, 0, 0)
+    result: dict[PartitionId, _PartitionRead] = {}
     for row in rows:
         if row["topic"] is None or row["partition"] is None:
-            orphans = (0, int(row["n"]), int(row["bad"]))
+            # Lines that were not Kafka records at all: counted and quarantined, but they have no partition.
+            result[NO_PARTITION] = _PartitionRead(-1, int(row["n"]), int(row["bad"]), None)
             continue
-        result[PartitionId(row["topic"], int(row["partition"]))] = (
-            int(row["last"]),
-            int(row["n"]),
-            int(row["bad"]),
-        )
-    if orphans[1]:
-        # Lines that were not Kafka records at all: counted and quarantined, but they have no partition.
-        result[PartitionId("", -1)] = (-1, orphans[1], orphans[2])
+        min_ts = None if row["min_ts"] is None else int(row["min_ts"])
+        pid = PartitionId(row["topic"], int(row["partition"]))
+        result[pid] = _PartitionRead(int(row["last"]), int(row["n"]), int(row["bad"]), min_ts)
     return result
 
 
-def _check_partitions(config: IngestConfig, ranges: dict[PartitionId, tuple[int, int, int]]) -> None:
-    if config.partitions is None:
+def _check_partitions(
+    config: IngestConfig, ranges: dict[PartitionId, _PartitionRead], committed: progress.Progress
+) -> None:
+    seen = {p for p in ranges if p != NO_PARTITION}
+    if config.partitions is not None:
+        unexpected = sorted(str(p) for p in seen if p not in config.partitions)
+        if unexpected:
+            raise ConfigError(
+                f"partitions: records found in {', '.join(unexpected)}, which --partitions does not list; "
+                "list every partition TiCDC writes to, or G cannot be computed"
+            )
         return
-    unexpected = sorted(str(p) for p in ranges if p.partition >= 0 and p not in config.partitions)
-    if unexpected:
+    # Discovered partition set: a partition seen for the first time after rows were applied up to G
+    # without it may hold changes at or below that G, which A_T would now drop. Never let that pass.
+    known = set(committed.resume) | set(committed.watermarks)
+    late = sorted(
+        str(p)
+        for p in seen - known
+        if (first := ranges[p].min_dml_ts) is not None and first <= committed.global_watermark
+    )
+    if late:
         raise ConfigError(
-            f"partitions: records found in {', '.join(unexpected)}, which --partitions does not list; "
-            "list every partition TiCDC writes to, or G cannot be computed"
+            f"partitions: {', '.join(late)} appeared only now but holds changes at or below the G already "
+            f"applied ({committed.global_watermark}) without it, so the mirror may be missing them. Mirror "
+            "again into a new target with --partitions listing every partition TiCDC writes"
         )
 
 

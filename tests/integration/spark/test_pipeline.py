@@ -372,3 +372,27 @@ def test_catalog_tables_follow_the_naming_template(spark, run, lake):
     stream.watermark(stream.tso(t + 1))
     run(stream, **{"table-name-template": "mirror_{database}.{table}"})
     assert [r["v"] for r in spark.table("mirror_app.t").collect()] == ["a"]
+
+
+def test_a_partition_first_seen_after_g_moved_past_its_rows_is_refused(spark, run, lake):
+    # Discovered partition set: P1 was never seen, so G moved to 120 on P0 alone; P1 then shows a row at
+    # 110 that the mirror can no longer place. Stop instead of dropping it as "older than A_T".
+    stream, t = simple_stream()
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t), partition=0)
+    stream.watermark(stream.tso(t + 2), partitions=[0])
+    run(stream)
+    stream.insert(T, {"id": 2, "v": "b"}, stream.tso(t + 1), partition=1)
+    stream.watermark(stream.tso(t + 3))
+    with pytest.raises(ConfigError, match=r"cdc/1 appeared only now but holds changes at or below the G"):
+        run(stream)
+
+
+def test_lines_that_are_not_records_do_not_count_as_a_partition(spark, run, lake, tmp_path):
+    stream, t = simple_stream()
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
+    stream.watermark(stream.tso(t + 1))
+    stream.records.append({"hello": "world"})
+    result = run(stream, **{"max-bad-ratio": "0.5"})
+    assert result.global_watermark == stream.tso(t + 1)
+    assert rows(spark, lake) == {1: {"id": 1, "v": "a"}}
+    assert result.quarantined == 1

@@ -1,0 +1,340 @@
+"""Scenarios of consumer-semantics.md §10 (Canal-JSON), each checked against the spec's expected table.
+
+Scenarios that need features of later milestones (Simple, Avro, RENAME/DROP, keyless tables, claim-check)
+are not here yet; scenarios 1-4, 11-13, 23, 35, 36, 39, 40 are in test_pipeline.py and 24 in
+test_crash.py. Messages are emitted raw where a scenario needs an order the upstream model cannot produce.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import orjson
+from delta.tables import DeltaTable
+from mirror import delta_rows
+
+from ingest.config import IngestConfig
+from ingest.model import PartitionId, TableId
+from ingest.pipeline import run_files
+from ingest.progress import load_progress
+from ingest.sample import SIMPLE_FOR_TESTS, Stream
+
+T = TableId("app", "t")
+UK_TABLE = (
+    "CREATE TABLE `app`.`k` (`u` varchar(10) NOT NULL, `v` int(11) DEFAULT NULL, UNIQUE KEY `uk` (`u`))"
+)
+K = TableId("app", "k")
+TYPES = {"id": "int", "v": "varchar", "c": "int", "u": "varchar"}
+
+
+def dml(
+    s: Stream,
+    typ: str,
+    data: dict[str, Any],
+    ts: float,
+    partition: int,
+    *,
+    table: TableId = T,
+    old: dict[str, Any] | None = None,
+    pk: list[str] | None = None,
+) -> int:
+    """Append one Canal-JSON DML exactly as given (values as wire text)."""
+    tso = s.tso(ts)
+    return s.append_message(partition, {
+        "id": 0, "database": table.schema, "table": table.table, "pkNames": ["id"] if pk is None else pk,
+        "isDdl": False, "type": typ, "es": tso >> 18, "ts": 0, "sql": "",
+        "sqlType": dict.fromkeys(data, 4), "mysqlType": {k: TYPES[k] for k in data},
+        "data": [{k: None if v is None else str(v) for k, v in data.items()}],
+        "old": None if old is None else [{k: None if v is None else str(v) for k, v in old.items()}],
+        "_tidb": {"commitTs": tso},
+    })  # fmt: skip
+
+
+def stream(partitions: int = 2) -> Stream:
+    s = Stream(topic="cdc", partitions=partitions)
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    return s
+
+
+def mirror(spark, s: Stream, tmp_path, lake, **params: str):
+    directory = tmp_path / f"in-{len(list(tmp_path.glob('in-*')))}"
+    s.write(directory)
+    config = IngestConfig.from_params(
+        {
+            "input": str(directory),
+            "target-path": str(lake),
+            "partitions": f"cdc:0-{s.partitions - 1}",
+            **params,
+        }
+    )
+    return run_files(spark, config)
+
+
+def table(spark, lake, t: TableId = T) -> dict:
+    return {k[0]: v for k, v in delta_rows(spark, str(lake), t).items()}
+
+
+def versions(spark, lake, t: TableId = T) -> list[dict[str, Any]]:
+    """Every Delta version of a table with its rows and our commit metadata."""
+    path = f"{lake}/{t.schema}/{t.table}"
+    result = []
+    for entry in DeltaTable.forPath(spark, path).history().orderBy("version").collect():
+        meta = orjson.loads(entry["userMetadata"])["ticdc-ingest"] if entry["userMetadata"] else {}
+        result.append(
+            {
+                "version": entry["version"],
+                "meta": meta,
+                "rows": {k[0]: v for k, v in delta_rows(spark, str(lake), t, entry["version"]).items()},
+            }
+        )
+    return result
+
+
+def test_05_replay_must_not_resurrect(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "DELETE", {"id": 1, "v": "a"}, 110, 0)
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "DELETE", {"id": 1, "v": "a"}, 110, 0)
+    s.watermark(s.tso(120))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {}
+    for v in versions(spark, lake):
+        if v["meta"].get("applied_ts", 0) >= s.tso(115):
+            assert 1 not in v["rows"], v["version"]
+
+
+def test_06_earlier_ts_behind_later_ts_is_not_lost(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 3, "v": "y"}, 120, 0)
+    dml(s, "INSERT", {"id": 2, "v": "x"}, 110, 0)
+    dml(s, "INSERT", {"id": 3, "v": "y"}, 120, 0)
+    s.watermark(s.tso(125))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {2: {"id": 2, "v": "x"}, 3: {"id": 3, "v": "y"}}
+
+
+def test_07_late_row_below_its_partition_watermark_but_above_g_is_kept(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.watermark(s.tso(130), partitions=[0])
+    dml(s, "INSERT", {"id": 5, "v": "z"}, 120, 0)
+    s.watermark(s.tso(110), partitions=[1])
+    mirror(spark, s, tmp_path, lake)
+    s.watermark(s.tso(130), partitions=[1])
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {5: {"id": 5, "v": "z"}}
+
+
+def test_08_pk_move_across_partitions_is_never_seen_half_done(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "INSERT", {"id": 2, "v": "a"}, 110, 1)
+    s.watermark(s.tso(115), partitions=[1])
+    mirror(spark, s, tmp_path, lake)  # P0 lags: G stays 105
+    dml(s, "DELETE", {"id": 1, "v": "a"}, 110, 0)
+    s.watermark(s.tso(115), partitions=[0])
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {2: {"id": 2, "v": "a"}}
+    for v in versions(spark, lake):
+        assert set(v["rows"]) in ({1}, {2}, set()) and not (
+            v["meta"].get("applied_ts") and v["rows"] == {} and v["meta"]["applied_ts"] >= s.tso(105)
+        )
+
+
+def test_09_split_unique_key_change_with_halves_reversed(spark, tmp_path):
+    lake, s = tmp_path / "lake", Stream(topic="cdc", partitions=2)
+    s.create_table(
+        "CREATE TABLE `app`.`t` (`id` int(11) NOT NULL, `u` varchar(10) NOT NULL, "
+        "`v` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`), UNIQUE KEY `uk` (`u`))",
+        s.tso(1),
+    )
+    dml(s, "INSERT", {"id": 1, "u": "x", "v": "a"}, 100, 0)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "INSERT", {"id": 1, "u": "y", "v": "a"}, 110, 1)  # read first
+    dml(s, "DELETE", {"id": 1, "u": "x", "v": "a"}, 110, 0)
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "u": "y", "v": "a"}}
+
+
+def test_10_raw_update_chain(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "p"}, 100, 0)
+    dml(s, "INSERT", {"id": 2, "v": "q"}, 100, 0)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "UPDATE", {"id": 2, "v": "p"}, 110, 0, old={"id": 1, "v": "p"})
+    dml(s, "UPDATE", {"id": 3, "v": "q"}, 110, 0, old={"id": 2, "v": "q"})
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {2: {"id": 2, "v": "p"}, 3: {"id": 3, "v": "q"}}
+
+
+def test_11_pk_swap_in_raw_form(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "INSERT", {"id": 2, "v": "b"}, 100, 1)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "UPDATE", {"id": 2, "v": "a"}, 110, 1, old={"id": 1, "v": "a"})
+    dml(s, "UPDATE", {"id": 1, "v": "b"}, 110, 0, old={"id": 2, "v": "b"})
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "b"}, 2: {"id": 2, "v": "a"}}
+
+
+def test_14_watermark_equal_to_ddl_ts_read_before_the_ddl(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 105, 0)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    s.ddl("app", "t", "ALTER TABLE `t` ADD COLUMN `c` int(11) DEFAULT NULL", s.tso(105), "ALTER")
+    s.watermark(s.tso(110))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "a", "c": None}}
+
+
+def test_16_ddl_replay_changes_nothing(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 1)
+    s.ddl("app", "t", "ALTER TABLE `t` ADD COLUMN `c` int(11) DEFAULT NULL", s.tso(105), "ALTER")
+    ddl_offset = len([r for r in s.records if r["partition"] == 0]) - 1
+    dml(s, "INSERT", {"id": 2, "v": "b", "c": 5}, 110, 1)
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    before = versions(spark, lake)
+    s.replay(0, ddl_offset, ddl_offset)
+    dml(s, "INSERT", {"id": 2, "v": "b", "c": 5}, 110, 1)
+    s.watermark(s.tso(116))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "a", "c": None}, 2: {"id": 2, "v": "b", "c": 5}}
+    after = versions(spark, lake)
+    assert [v["rows"] for v in after] == [v["rows"] for v in before] + [
+        v["rows"] for v in after[len(before) :]
+    ]
+    assert all(v["rows"] == before[-1]["rows"] for v in after[len(before) :])
+
+
+def test_20_truncate_and_a_replay_from_before_it(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "INSERT", {"id": 2, "v": "b"}, 100, 1)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    s.ddl("app", "t", "TRUNCATE TABLE `app`.`t`", s.tso(110), "TRUNCATE")
+    dml(s, "INSERT", {"id": 3, "v": "c"}, 120, 1)
+    s.watermark(s.tso(125))
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    s.watermark(s.tso(126))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {3: {"id": 3, "v": "c"}}
+
+
+def test_25_restart_with_rows_buffered_above_g_rereads_them(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.watermark(s.tso(100))
+    offset = dml(s, "INSERT", {"id": 1, "v": "a"}, 130, 0)
+    s.watermark(s.tso(120))
+    mirror(spark, s, tmp_path, lake)
+    progress = load_progress(spark, f"{lake}/_ingest", "default")
+    assert progress.resume[PartitionId("cdc", 0)] == offset  # not after the last watermark
+    s.watermark(s.tso(135))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "a"}}
+
+
+def test_26_large_transaction_is_applied_whole(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    for i in range(1000):
+        dml(s, "INSERT", {"id": i, "v": "x"}, 200, i % 2)
+        if i == 900:
+            s.watermark(s.tso(199))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {}
+    s.watermark(s.tso(205))
+    mirror(spark, s, tmp_path, lake)
+    assert len(table(spark, lake)) == 1000
+    counts = [len(v["rows"]) for v in versions(spark, lake)]
+    assert set(counts) == {0, 1000}
+
+
+def test_27_same_commit_ts_different_transactions(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 300, 0)
+    dml(s, "INSERT", {"id": 9, "v": "z"}, 300, 1)
+    s.watermark(s.tso(305))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "a"}, 9: {"id": 9, "v": "z"}}
+
+
+def test_29_unique_key_only_table_is_keyed_from_its_ddl(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "k", UK_TABLE, s.tso(50), "CREATE")
+    dml(s, "INSERT", {"u": "x", "v": 1}, 100, 0, table=K, pk=[])
+    dml(s, "DELETE", {"u": "x", "v": 1}, 110, 0, table=K, pk=[])
+    dml(s, "INSERT", {"u": "y", "v": 1}, 110, 1, table=K, pk=[])
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake, K) == {"y": {"u": "y", "v": 1}}
+
+
+def test_31_only_updated_columns_in_old(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "UPDATE", {"id": 1, "v": "b"}, 110, 0, old={"v": "a"})
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "b"}}
+
+
+def test_32_delete_with_key_columns_only(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "INSERT", {"id": 2, "v": "b"}, 100, 0)
+    s.watermark(s.tso(105))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "DELETE", {"id": 1}, 110, 0)
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {2: {"id": 2, "v": "b"}}
+
+
+def test_38_split_unique_key_change_replayed_across_a_batch_boundary(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "x"}, 100, 0)
+    dml(s, "DELETE", {"id": 1, "v": "x"}, 120, 0)
+    dml(s, "INSERT", {"id": 1, "v": "y"}, 120, 0)
+    s.watermark(s.tso(120))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "DELETE", {"id": 1, "v": "x"}, 120, 0)
+    s.watermark(s.tso(121))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "INSERT", {"id": 1, "v": "y"}, 120, 0)
+    s.watermark(s.tso(122))
+    mirror(spark, s, tmp_path, lake)
+    for v in versions(spark, lake):
+        if v["meta"].get("applied_ts", 0) >= s.tso(120):
+            assert v["rows"] == {1: {"id": 1, "v": "y"}}, v["version"]
+
+
+def test_42_reread_after_losing_progress_changes_nothing(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    s.watermark(s.tso(100))
+    dml(s, "UPDATE", {"id": 1, "v": "b"}, 110, 0, old={"id": 1, "v": "a"})
+    s.watermark(s.tso(120))
+    mirror(spark, s, tmp_path, lake)
+    head = len(versions(spark, lake))
+    shutil.rmtree(lake / "_ingest" / "progress")  # the checkpoint is gone: everything is read again
+    result = mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "b"}}
+    assert len(versions(spark, lake)) == head
+    assert result.tables[T].upserted == 0
