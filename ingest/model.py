@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 
+# The columns of a Kafka-shaped message row, whatever the source (captured files or Kafka itself).
+MESSAGE_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
+
 # A TiDB TSO is (physical milliseconds << 18) | logical.
 TSO_LOGICAL_BITS = 18
 

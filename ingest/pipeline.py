@@ -515,8 +515,7 @@ def _create_from_dml(
     first = min(signatures, key=lambda s: s.min_commit_ts)
     if not first.pk_names:
         raise SchemaChangeRejected(
-            f"{table}: DML arrived with pkNames [] and no CREATE TABLE was seen, so the merge key is "
-            "unknown; "
+            f"{table}: DML has pkNames [] and no CREATE TABLE was seen, so its merge key is unknown; "
             "start the stream before the table's CREATE TABLE, or create the Delta table with its key"
         )
     schema = TableSchema(tuple(_columns_from_signature(first)), first.pk_names)

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.decode import canal_json as cj
+from ingest.model import MESSAGE_COLUMNS
 
 KIND_DML = "dml"
 KIND_DDL = "ddl"
@@ -67,12 +68,7 @@ def decode_canal_json(messages: DataFrame) -> DataFrame:
     data = env[cj.FIELD_DATA]
     kind, error = _classify(is_ddl, typ, is_dml, tidb, data, env)
     return parsed.select(
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        "key",
-        "value",
+        *MESSAGE_COLUMNS,
         kind.alias("kind"),
         error.alias("error"),
         env[cj.FIELD_DATABASE].alias("database"),

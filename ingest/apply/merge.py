@@ -33,6 +33,7 @@ from tenacity import (
 from ingest.apply import convert
 from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing
 from ingest.decode import canal_json as cj
+from ingest.model import MESSAGE_COLUMNS
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
 
 logger = logging.getLogger(__name__)
@@ -115,12 +116,7 @@ def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timez
             )
         problems.append(problem)
     return exploded.select(
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        "key",
-        "value",
+        *MESSAGE_COLUMNS,
         "commit_ts",
         F.col("change.rank").alias(RANK_COLUMN),
         *typed,

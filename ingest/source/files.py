@@ -24,7 +24,6 @@ RECORD_SCHEMA = T.StructType(
         T.StructField("value", T.StringType()),
     ]
 )
-MESSAGE_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
 
 
 def read_messages(spark: SparkSession, input_path: str, start: Mapping[PartitionId, int]) -> DataFrame:
