@@ -35,6 +35,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_run_flags(run)
 
+    status = commands.add_parser(
+        "status", help="per table: applied TSO and its time, lag, rows, pending, bad"
+    )
+    status.add_argument("--target-path", required=True, help="root of the mirror")
+    status.add_argument(
+        "--state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
+    )
+    status.add_argument("--stream-id", default="default", help="whose progress to show")
+
     demo = commands.add_parser("demo", help="mirror the bundled sample stream into a local lakehouse")
     demo.add_argument(
         "--target-path", default="lakehouse", help="directory for the Delta tables (default: ./lakehouse)"
@@ -116,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(Path(args.target_path), args.input)
+        if args.command == "status":
+            return _status(args.target_path, args.state_path, args.stream_id)
         params = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("command", "verbose")}
         return _run(IngestConfig.from_params(params))
     except IngestError as exc:
@@ -137,6 +148,23 @@ def _run(config: IngestConfig) -> int:
     return 0
 
 
+def _status(target_path: str, state_path: str | None, stream_id: str) -> int:
+    from ingest import status
+    from ingest.spark import get_session
+
+    # The input is not read by status; the config only locates the mirror and its state.
+    params = {
+        "input": "-",
+        "target-path": target_path,
+        "stream-id": stream_id,
+        "state-path": state_path or "",
+    }
+    config = IngestConfig.from_params(params)
+    committed, tables = status.collect(get_session(), config)
+    print(status.render(committed, tables))
+    return 0
+
+
 def _demo(target: Path, input_dir: str | None) -> int:
     from ingest.pipeline import run_files
     from ingest.spark import get_session
@@ -154,8 +182,8 @@ def _demo(target: Path, input_dir: str | None) -> int:
         when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
         print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")
     print(
-        "Rows above G stay pending until every partition's watermark passes them; run again to see that "
-        "nothing is applied twice."
+        "Rows above G stay pending until every partition's watermark passes them. Run again to see that "
+        f"nothing is applied twice, or: ticdc-ingest status --target-path {target}"
     )
     return 0
 

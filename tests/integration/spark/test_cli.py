@@ -93,3 +93,16 @@ def test_unreachable_packages_give_a_clear_error_not_a_bare_gateway_failure(tmp_
     assert "SETUP-ERROR Spark could not start" in done.stdout
     assert "could not be fetched from Maven Central" in done.stdout
     assert "org.example.missing:nothing:0.0.1" in done.stdout
+
+
+def test_status_shows_g_and_each_tables_applied_tso(spark, tmp_path, capsys):
+    lake = tmp_path / "lakehouse"
+    assert main(["demo", "--target-path", str(lake)]) == 0
+    capsys.readouterr()
+    assert main(["status", "--target-path", str(lake)]) == 0
+    out = capsys.readouterr().out
+    g = build_sample().complete_watermark()
+    assert f"run 1: G = {g}" in out
+    lines = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
+    assert lines["shop.customers"][1] == str(g)
+    assert lines["shop.customers"][4:6] == ["8", "1"]  # rows, pending
