@@ -1,6 +1,6 @@
-"""Ordering decisions, pure: watermarks and G, DDL admission, segments, resume positions.
+"""Ordering decisions, pure: watermarks and G, DDL admission, segments.
 
-Implements rules R3-R5 and R9 of consumer-semantics.md. Nothing here touches Spark or Delta; the pipeline
+Implements rules R3-R5 of consumer-semantics.md. Nothing here touches Spark or Delta; the pipeline
 feeds it the few control events of a batch and gets back what to apply, in which order.
 """
 
@@ -104,20 +104,3 @@ def plan_table_steps(
     if has_rows and bound > 0 and (bound > low or (inclusive and bound == low)):
         steps.append(Segment(table, low, bound, inclusive))
     return steps
-
-
-def resume_offsets(
-    read_next: Mapping[PartitionId, int],
-    pending_min: Mapping[PartitionId, int],
-    previous: Mapping[PartitionId, int],
-) -> dict[PartitionId, int]:
-    """R9: per partition, the smallest offset not yet reflected in Delta.
-
-    ``read_next`` is last offset read + 1 per partition read in this batch; ``pending_min`` the smallest
-    offset of a record still pending (rows above G, DDLs not yet eligible). Partitions not read keep their
-    previous position.
-    """
-    result = dict(previous)
-    for pid, next_offset in read_next.items():
-        result[pid] = min(next_offset, pending_min.get(pid, next_offset))
-    return result

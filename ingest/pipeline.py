@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import order, progress, quarantine
+from ingest import buffer, order, progress, quarantine
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
@@ -104,6 +104,9 @@ def process_batch(
     """Decode, order, plan and apply one batch, then commit progress. Raises before progress moves."""
     started = time.monotonic()
     run_id = committed.run_id + 1
+    buffered = buffer.read_buffer(spark, config.state_path, config.stream_id)
+    if buffered is not None:
+        messages = messages.unionByName(buffered).dropDuplicates(["topic", "partition", "offset"])
     decoded = decode_canal_json(messages).persist()
     try:
         return _process(spark, decoded, config, committed, run_id, started)
@@ -159,29 +162,23 @@ def _process(
 
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
-    pending_ddl_offsets: dict[PartitionId, int] = {}
     conversion_bad = 0
     for table in tables:
-        report, state, pending = _apply_table(
+        report, state = _apply_table(
             spark, config, table, dml, signatures, by_table.get(table, []), g, committed, run_id
         )
         reports[table], states[table] = report, state
         conversion_bad += report.quarantined
-        for ddl in pending:
-            pid = ddl.position.partition_id
-            pending_ddl_offsets[pid] = min(
-                pending_ddl_offsets.get(pid, ddl.position.offset), ddl.position.offset
-            )
     _check_bad_ratio(config, bad + conversion_bad, records)
 
-    pending_min, pending_rows = _pending(dml, g)
-    for pid, offset in pending_ddl_offsets.items():
-        pending_min[pid] = min(pending_min.get(pid, offset), offset)
+    pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & (F.col("commit_ts") > g))
+    pending_rows = _pending_rows(pending)
     for table, count in pending_rows.items():
         reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
         reports[table].pending = count
-    read_next = {pid: r.last_offset + 1 for pid, r in ranges.items() if pid != NO_PARTITION}
-    resume = order.resume_offsets(read_next, pending_min, committed.resume)
+    # Everything read is now applied, quarantined or buffered: the read position moves past all of it.
+    buffer.replace_buffer(spark, config.state_path, config.stream_id, pending)
+    resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
     new_progress = progress.Progress(
         run_id=run_id,
         global_watermark=g,
@@ -353,7 +350,7 @@ def _apply_table(
     g: int,
     committed: progress.Progress,
     run_id: int,
-) -> tuple[TableReport, TableState, list[DdlEvent]]:
+) -> tuple[TableReport, TableState]:
     path = config.table_path(table.schema, table.table)
     state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
     seen: set[tuple[int, str]] = set()
@@ -376,7 +373,7 @@ def _apply_table(
         name = config.catalog_name(table.schema, table.table)
         if name:
             apply_schema.register_catalog_table(spark, name, path)
-    return report, state, [d for d in admitted if d.commit_ts > g]
+    return report, state
 
 
 def _apply_ddl(
@@ -556,18 +553,7 @@ def _add_columns_seen_in_dml(
             )
 
 
-def _pending(dml: DataFrame, g: int) -> tuple[dict[PartitionId, int], dict[TableId, int]]:
-    """Rows above G stay unapplied: the smallest such offset per partition, and how many per table."""
-    rows = (
-        dml.where(F.col("commit_ts") > g)
-        .groupBy("topic", "partition", "database", "table")
-        .agg(F.min("offset").alias("first"), F.count("*").alias("n"))
-        .collect()
-    )
-    first: dict[PartitionId, int] = {}
-    per_table: dict[TableId, int] = defaultdict(int)
-    for row in rows:
-        pid = PartitionId(row["topic"], int(row["partition"]))
-        first[pid] = min(first.get(pid, row["first"]), int(row["first"]))
-        per_table[TableId(row["database"], row["table"])] += int(row["n"])
-    return first, dict(per_table)
+def _pending_rows(pending: DataFrame) -> dict[TableId, int]:
+    """How many records per table stay pending above G (DDLs included)."""
+    rows = pending.groupBy("database", "table").count().collect()
+    return {TableId(r["database"], r["table"] or ""): int(r["count"]) for r in rows if r["table"]}

@@ -6,7 +6,6 @@ from ingest.order import (
     ddl_is_new,
     global_watermark,
     plan_table_steps,
-    resume_offsets,
 )
 
 T = TableId("shop", "t")
@@ -65,9 +64,3 @@ def test_segment_admits_by_commit_ts():
     inclusive, exclusive = Segment(T, 100, 120, True), Segment(T, 100, 120, False)
     assert [inclusive.admits(ts) for ts in (99, 100, 120, 121)] == [False, True, True, False]
     assert [exclusive.admits(ts) for ts in (100, 101)] == [False, True]
-
-
-def test_resume_at_the_first_pending_record_not_after_the_last_watermark():
-    # scenario 25: a row above G at offset 5 must be re-read after a restart.
-    result = resume_offsets({P0: 7, P1: 3}, {P0: 5}, {P0: 0, P1: 0, PartitionId("cdc", 2): 9})
-    assert result == {P0: 5, P1: 3, PartitionId("cdc", 2): 9}

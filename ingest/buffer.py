@@ -1,0 +1,56 @@
+"""Durable buffer of records read but not yet applied (rows above G, DDLs not yet eligible). I/O.
+
+Buffered records are part of the committed state, so the read position moves on past them (a Kafka topic
+may expire them later). Each run reads the buffer back with the new records, and replaces it with what is
+still pending before committing progress. A crash between the two re-reads records that are then in both
+places; duplicates are dropped by position, and anything already applied is filtered by A_T.
+"""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ingest.model import MESSAGE_COLUMNS
+
+BUFFER_DIR = "buffer"
+SCHEMA = T.StructType(
+    [
+        T.StructField("stream_id", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+    ]
+)
+
+
+def buffer_path(state_path: str) -> str:
+    return f"{state_path.rstrip('/')}/{BUFFER_DIR}"
+
+
+def read_buffer(spark: SparkSession, state_path: str, stream_id: str) -> DataFrame | None:
+    """The stream's buffered records as Kafka-shaped rows, or None when nothing was ever buffered."""
+    path = buffer_path(state_path)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return (
+        spark.read.format("delta").load(path).where(F.col("stream_id") == stream_id).select(*MESSAGE_COLUMNS)
+    )
+
+
+def replace_buffer(spark: SparkSession, state_path: str, stream_id: str, pending: DataFrame) -> None:
+    """Make the stream's buffer hold exactly ``pending`` (Kafka-shaped rows): one atomic Delta commit."""
+    rows = pending.select(F.lit(stream_id).alias("stream_id"), *MESSAGE_COLUMNS)
+    path = buffer_path(state_path)
+    DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
+    (
+        rows.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"stream_id = '{stream_id.replace(chr(39), chr(39) * 2)}'")
+        .save(path)
+    )
