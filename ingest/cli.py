@@ -107,6 +107,13 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         default="default",
         help="names this stream's progress, so several streams can share a state path",
     )
+    run.add_argument(
+        "--drop-table",
+        default="archive",
+        choices=["archive", "delete"],
+        help="DROP TABLE / DROP DATABASE: keep the table's last rows (archive) or delete them; either way "
+        "the table is marked retired (default: archive)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

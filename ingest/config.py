@@ -23,6 +23,13 @@ class SourceKind(Enum):
     FILES = "files"
 
 
+class DropTablePolicy(Enum):
+    """What DROP TABLE (and DROP DATABASE) does to the mirrored table."""
+
+    ARCHIVE = "archive"  # keep the last rows readable, marked retired
+    DELETE = "delete"  # delete the rows, keep the retired mark
+
+
 STATE_DIR_NAME = "_ingest"
 
 
@@ -59,6 +66,7 @@ class IngestConfig:
     table_name_template: str | None = None
     max_bad_ratio: float = 0.0
     stream_id: str = "default"
+    drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -95,7 +103,7 @@ class IngestConfig:
         """
         known = {
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
-            "table-name-template", "max-bad-ratio", "stream-id",
+            "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
         }  # fmt: skip
         normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
         unknown = sorted(set(normalized) - known)
@@ -116,6 +124,12 @@ class IngestConfig:
             ratio = float(ratio_text)
         except ValueError as exc:
             raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
+        try:
+            drop_table = DropTablePolicy(normalized.get("drop-table", "archive"))
+        except ValueError as exc:
+            raise ConfigError(
+                f"drop-table: {normalized['drop-table']!r} is not one of: archive (keep the rows), delete"
+            ) from exc
         partitions = normalized.get("partitions")
         return cls(
             source=source,
@@ -128,6 +142,7 @@ class IngestConfig:
             table_name_template=normalized.get("table-name-template") or None,
             max_bad_ratio=ratio,
             stream_id=normalized.get("stream-id", "default"),
+            drop_table=drop_table,
         )
 
     def table_path(self, schema: str, table: str) -> str:

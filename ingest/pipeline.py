@@ -19,7 +19,7 @@ from ingest import buffer, order, progress, quarantine
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
-from ingest.config import IngestConfig
+from ingest.config import DropTablePolicy, IngestConfig
 from ingest.decode import canal_json as cj
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError, DecodeError, SchemaChangeRejected, TooManyBadRecords
@@ -152,13 +152,21 @@ def _process(
 
     dml = decoded.where(F.col("kind") == KIND_DML)
     signatures = _signatures(dml)
+    # A DDL belongs to every table it changes: a rename to its source and its target, DROP DATABASE to
+    # each known table of that database. Each table admits and records it on its own (R4, per object).
+    known = set(committed.tables) | {s.table for s in signatures} | {d.table for d in ddls if d.table.table}
     by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
+    sources: set[TableId] = set()
     for ddl in ddls:
-        if ddl.table.table:
-            by_table[ddl.table].append(ddl)
-        else:
+        affected = plan_schema.affected_tables(ddl, known)
+        if not affected:
             _apply_schema_level_ddl(ddl, g)
-    tables = sorted({s.table for s in signatures} | set(by_table))
+        for table in affected:
+            by_table[table].append(ddl)
+        if len(affected) > 1 and plan_schema.is_rename(ddl):
+            sources.update(affected[0::2])
+    # A rename's source runs first: its rows up to the rename are applied before the target copies them.
+    tables = sorted({s.table for s in signatures} | set(by_table), key=lambda t: (t not in sources, t))
 
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
@@ -364,7 +372,7 @@ def _apply_table(
     report = TableReport(table, applied_ts=state.applied_ts)
     for step in order.plan_table_steps(table, state, admitted, g, has_rows):
         if isinstance(step, order.DdlStep):
-            state = _apply_ddl(spark, config, path, step.ddl, state, run_id)
+            state = _apply_ddl(spark, config, table, path, step.ddl, state, run_id)
             report.ddls.append(step.ddl.sql)
         else:
             state = _apply_segment(spark, config, path, step, dml, mine, state, run_id, report)
@@ -377,31 +385,57 @@ def _apply_table(
 
 
 def _apply_ddl(
-    spark: SparkSession, config: IngestConfig, path: str, ddl: DdlEvent, state: TableState, run_id: int
+    spark: SparkSession,
+    config: IngestConfig,
+    table: TableId,
+    path: str,
+    ddl: DdlEvent,
+    state: TableState,
+    run_id: int,
 ) -> TableState:
-    exists = apply_schema.table_exists(spark, path)
-    existing = [f.name for f in apply_schema.current_schema(spark, path)[0].fields] if exists else None
-    changes = plan_schema.plan_schema_changes(ddl, existing)
+    info = apply_schema.table_info(spark, path) if apply_schema.table_exists(spark, path) else None
+    changes = plan_schema.plan_schema_changes(
+        ddl,
+        info.columns if info else None,
+        table=table,
+        key=info.key if info else (),
+        retired=info.retired if info else False,
+        drop_keeps_rows=config.drop_table == DropTablePolicy.ARCHIVE,
+    )
     for change in changes:
         if isinstance(change, plan_schema.Reject):
             raise SchemaChangeRejected(
-                f"{ddl.table}: {change.reason}; stream stopped before {ddl.position} (commitTs "
+                f"{table}: {change.reason}; stream stopped before {ddl.position} (commitTs "
                 f"{ddl.commit_ts}), progress not moved"
             )
     ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
     applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
     # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
-    # and every change here is idempotent (create-if-absent, add-if-absent, delete-all).
+    # and every change here is idempotent (create-if-absent, add-if-absent, drop-if-present, delete-all,
+    # copy-replacing).
     before = state_to_metadata(
         state, run_id=run_id, step=f"ddl {ddl.commit_ts} in progress", consistent=False
     )
     for change in changes:
         if isinstance(change, plan_schema.CreateTable):
-            apply_schema.create_table(spark, path, change.table, change.schema, before)
+            replace = isinstance(change, plan_schema.CreateTableReplacing)
+            apply_schema.create_table(spark, path, change.table, change.schema, before, replace=replace)
         elif isinstance(change, plan_schema.AddColumn):
             apply_schema.add_column(spark, path, change, config.timezone, before)
+        elif isinstance(change, plan_schema.DropColumn):
+            apply_schema.drop_column(spark, path, change.name, before)
         elif isinstance(change, plan_schema.Truncate):
             apply_schema.truncate(spark, path, before)
+        elif isinstance(change, plan_schema.Retire):
+            apply_schema.retire(spark, path, change.reason, change.keep_rows, before)
+        elif isinstance(change, plan_schema.CopyFrom):
+            source_path = config.table_path(change.source.schema, change.source.table)
+            if not apply_schema.copy_table(spark, source_path, path, table, before):
+                logger.warning(
+                    "%s: renamed from %s, which the mirror does not hold; it starts empty",
+                    table,
+                    change.source,
+                )
     if apply_schema.table_exists(spark, path):
         apply_schema.mark_applied(
             spark,
@@ -411,7 +445,7 @@ def _apply_ddl(
         )
     logger.info(
         "%s: applied DDL at %s (commitTs %d, %s): %s",
-        ddl.table,
+        table,
         ddl.position,
         ddl.commit_ts,
         tso_to_datetime(ddl.commit_ts).isoformat(),
@@ -437,11 +471,13 @@ def _apply_segment(
         return state  # no row of this table falls into the segment; the next step moves A_T
     if not apply_schema.table_exists(spark, path):
         _create_from_dml(spark, path, table, in_range, state, run_id)
-    _add_columns_seen_in_dml(spark, config, path, table, in_range, state, run_id)
-    schema, key = apply_schema.current_schema(spark, path)
+    rows = segment_rows(dml, segment)
+    _add_columns_seen_in_dml(spark, config, path, table, in_range, rows, state, run_id)
+    info = apply_schema.table_info(spark, path)
+    schema, key = info.schema, info.key
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
-    changes = normalize(segment_rows(dml, segment), schema, key, config.timezone).persist()
+    changes = normalize(rows, schema, key, config.timezone).persist()
     try:
         bad = changes.where(F.col(BAD_COLUMN) != "")
         bad_count = bad.count()
@@ -530,14 +566,26 @@ def _add_columns_seen_in_dml(
     path: str,
     table: TableId,
     signatures: list[TableSignature],
+    rows: DataFrame,
     state: TableState,
     run_id: int,
 ) -> None:
-    """Fallback: a DML names a column no DDL added (e.g. the DDL predates the stream); add it as nullable."""
-    existing = {f.name for f in apply_schema.current_schema(spark, path)[0].fields}
-    for signature in signatures:
+    """Fallback: a DML names a column no DDL added (e.g. the DDL predates the stream); add it as nullable.
+
+    Signatures only bound their rows' commit_ts coarsely, so a column they mention is added only if a row
+    of this very segment carries it: otherwise a column dropped and re-added later could come back early.
+    """
+    existing = set(apply_schema.table_info(spark, path).columns)
+    candidates = {c.name for s in signatures for c in _columns_from_signature(s)} - existing
+    if not candidates:
+        return
+    names = F.explode(F.map_keys("data")).alias("name")
+    present = {
+        r["name"] for r in rows.select(names).where(F.col("name").isin(*candidates)).distinct().collect()
+    }
+    for signature in sorted(signatures, key=lambda s: s.max_commit_ts, reverse=True):
         for column in _columns_from_signature(signature):
-            if column.name in existing:
+            if column.name in existing or column.name not in present:
                 continue
             change = plan_schema.AddColumn(table, column, first=False, after=None, backfill=None)
             apply_schema.add_column(

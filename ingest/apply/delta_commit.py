@@ -24,6 +24,9 @@ COMMIT_TS_COLUMN = "_tidb_commit_ts"
 PROPERTY_KEY_COLUMNS = "ticdc.keyColumns"
 PROPERTY_SOURCE_TABLE = "ticdc.sourceTable"
 PROPERTY_APPLIED_TS = "ticdc.appliedTs"
+# Why the upstream table is gone (dropped, renamed away); NOT_RETIRED while it exists.
+PROPERTY_RETIRED = "ticdc.retired"
+NOT_RETIRED = "no"
 
 
 def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: bool = True) -> str:

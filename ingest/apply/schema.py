@@ -7,6 +7,7 @@ rows (an UPDATE or DELETE on an empty table makes no commit): a DDL must never b
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import orjson
 from delta.tables import DeltaTable
@@ -17,8 +18,10 @@ from pyspark.sql import types as T
 from ingest.apply import convert
 from ingest.apply.delta_commit import (
     COMMIT_TS_COLUMN,
+    NOT_RETIRED,
     PROPERTY_APPLIED_TS,
     PROPERTY_KEY_COLUMNS,
+    PROPERTY_RETIRED,
     PROPERTY_SOURCE_TABLE,
     committing,
 )
@@ -45,9 +48,30 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return bool(DeltaTable.isDeltaTable(spark, path))
 
 
-def create_table(spark: SparkSession, path: str, table: TableId, schema: TableSchema, metadata: str) -> None:
-    """Create the Delta table for an upstream table, if it does not exist yet."""
-    builder = DeltaTable.createIfNotExists(spark).location(path)
+@dataclass(frozen=True)
+class TableInfo:
+    """A mirrored Delta table as the planner needs it: upstream columns, merge key, and whether retired."""
+
+    schema: T.StructType
+    key: tuple[str, ...]
+    retired: bool
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.fieldNames()
+
+
+def create_table(
+    spark: SparkSession,
+    path: str,
+    table: TableId,
+    schema: TableSchema,
+    metadata: str,
+    *,
+    replace: bool = False,
+) -> None:
+    """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table."""
+    builder = (DeltaTable.replace(spark) if replace else DeltaTable.createIfNotExists(spark)).location(path)
     for column in schema.columns:
         builder = builder.addColumn(
             column.name, convert.spark_type(column.type), nullable=True, comment=f"tidb: {column.type}"
@@ -62,6 +86,7 @@ def create_table(spark: SparkSession, path: str, table: TableId, schema: TableSc
         builder = builder.property(key, value)
     builder = builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(schema.key)).decode())
     builder = builder.property(PROPERTY_SOURCE_TABLE, str(table))
+    builder = builder.property(PROPERTY_RETIRED, NOT_RETIRED)
     with committing(spark, metadata):
         builder.execute()
     logger.info("created Delta table %s at %s, key %s", table, path, ", ".join(schema.key))
@@ -82,7 +107,7 @@ def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone:
     """ALTER TABLE ADD COLUMNS (if absent), then give existing rows the value upstream reads for them."""
     data_type = convert.spark_type(change.column.type)
     position = " FIRST" if change.first else (f" AFTER {quote(change.after)}" if change.after else "")
-    exists = change.column.name in current_schema(spark, path)[0].fieldNames()
+    exists = change.column.name in table_info(spark, path).columns
     with committing(spark, metadata):
         if not exists:
             spark.sql(
@@ -108,11 +133,55 @@ def mark_applied(spark: SparkSession, path: str, applied_ts: int, metadata: str)
         )
 
 
-def current_schema(spark: SparkSession, path: str) -> tuple[T.StructType, tuple[str, ...]]:
-    """The Delta table's upstream columns (ours excluded) and its key columns."""
+def table_info(spark: SparkSession, path: str) -> TableInfo:
+    """The Delta table's upstream columns (ours excluded), key columns and retired mark."""
     table = DeltaTable.forPath(spark, path)
     detail = table.detail().select("properties").first()
     properties = detail["properties"] if detail is not None else {}
     key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
     fields = [f for f in table.toDF().schema.fields if not f.name.startswith("_tidb_")]
-    return T.StructType(fields), key
+    retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
+    return TableInfo(T.StructType(fields), key, retired)
+
+
+def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
+    """ALTER TABLE DROP COLUMN, if the column is there (column mapping makes it a metadata change)."""
+    if name in table_info(spark, path).columns:
+        with committing(spark, metadata):
+            spark.sql(f"ALTER TABLE delta.{quote(path)} DROP COLUMN {quote(name)}")
+
+
+def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadata: str) -> None:
+    """Mark a table whose upstream table is gone; its last rows stay readable unless ``keep_rows`` is off."""
+    with committing(spark, metadata):
+        if not keep_rows:
+            DeltaTable.forPath(spark, path).delete()
+        mark = f"'{PROPERTY_RETIRED}' = {_sql_string(reason)}"
+        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({mark})")
+
+
+def copy_table(spark: SparkSession, source_path: str, path: str, table: TableId, metadata: str) -> bool:
+    """RENAME: (re)create the table at ``path`` with the source's schema, key and rows. False: no source."""
+    if not table_exists(spark, source_path):
+        return False
+    source = table_info(spark, source_path)
+    rows = spark.read.format("delta").load(source_path)
+    builder = (
+        DeltaTable.replace(spark).location(path)
+        if table_exists(spark, path)
+        else (DeltaTable.createIfNotExists(spark).location(path))
+    )
+    builder = builder.addColumns(rows.schema)
+    for key, value in TABLE_PROPERTIES.items():
+        builder = builder.property(key, value)
+    builder = builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(source.key)).decode())
+    builder = builder.property(PROPERTY_SOURCE_TABLE, str(table))
+    builder = builder.property(PROPERTY_RETIRED, NOT_RETIRED)
+    with committing(spark, metadata):
+        builder.execute()
+        rows.write.format("delta").mode("append").save(path)
+    return True
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -6,6 +6,7 @@ planner can decide (reject by default) with the original text in the message.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -31,9 +32,35 @@ class AddColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class DropColumn:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class AlterTable:
     table: TableId
-    add_columns: tuple[AddColumn, ...]
+    actions: tuple[AddColumn | DropColumn, ...]
+
+    @property
+    def add_columns(self) -> tuple[AddColumn, ...]:
+        return tuple(a for a in self.actions if isinstance(a, AddColumn))
+
+
+@dataclass(frozen=True, slots=True)
+class DropTable:
+    table: TableId
+
+
+@dataclass(frozen=True, slots=True)
+class DropDatabase:
+    schema: str
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTables:
+    """``RENAME TABLE a TO b[, c TO d]`` or ``ALTER TABLE a RENAME TO b``: (old, new) pairs in order."""
+
+    pairs: tuple[tuple[TableId, TableId], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +80,28 @@ class OtherDdl:
     reason: str
 
 
-Statement = CreateTable | AlterTable | TruncateTable | CreateDatabase | OtherDdl
+Statement = (
+    CreateTable
+    | AlterTable
+    | TruncateTable
+    | CreateDatabase
+    | DropTable
+    | DropDatabase
+    | RenameTables
+    | OtherDdl
+)
+
+# sqlglot's MySQL dialect leaves RENAME TABLE unparsed (an opaque Command); this reads its name pairs.
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_QUALIFIED = rf"({_NAME}(?:\s*\.\s*{_NAME})?)"
+_RENAME_PAIR = re.compile(rf"\s*{_QUALIFIED}\s+TO\s+{_QUALIFIED}\s*(?:,|$)", re.IGNORECASE)
 
 
 def parse_ddl(sql: str, default_schema: str) -> Statement:
     """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
+    rename = re.match(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", sql, re.IGNORECASE | re.DOTALL)
+    if rename:
+        return _rename_tables(rename.group(1), default_schema)
     try:
         tree = sqlglot.parse_one(sql, read="mysql")
     except ParseError as exc:
@@ -72,6 +116,14 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
             return OtherDdl(f"CREATE {kind} is not mirrored")
         if isinstance(tree, exp.Alter) and str(tree.args.get("kind") or "").upper() == "TABLE":
             return _alter_table(tree, default_schema)
+        if isinstance(tree, exp.Drop):
+            kind = str(tree.args.get("kind") or "").upper()
+            targets = tree.args.get("tables") or []
+            if kind in ("DATABASE", "SCHEMA") and len(targets) == 1:
+                return DropDatabase(targets[0].name)
+            if kind == "TABLE" and len(targets) == 1:
+                return DropTable(_table_id(targets[0], default_schema))
+            return OtherDdl(f"DROP {kind} is not mirrored")
         if isinstance(tree, exp.TruncateTable) and not tree.args.get("is_database"):
             tables = tree.expressions
             if len(tables) == 1:
@@ -148,8 +200,13 @@ def _handle_from_uniques(uniques: list[tuple[str, ...]], by_name: dict[str, Colu
 
 def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
     table = _table_id(tree.this, default_schema)
-    adds: list[AddColumn] = []
+    actions: list[AddColumn | DropColumn] = []
     for action in tree.args.get("actions") or []:
+        if isinstance(action, exp.AlterRename) and len(tree.args.get("actions") or []) == 1:
+            return RenameTables(((table, _table_id(action.this, table.schema)),))
+        if isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() == "COLUMN":
+            actions.extend(DropColumn(column.name) for column in action.args.get("tables") or [])
+            continue
         if not isinstance(action, exp.ColumnDef):
             return OtherDdl(f"ALTER TABLE action {action.sql(dialect='mysql')!r} is not supported yet")
         position = action.args.get("position")
@@ -157,7 +214,25 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         after = None
         if position is not None and position.args.get("position") == "AFTER":
             after = position.this.name
-        adds.append(AddColumn(_column(action), first=first, after=after))
-    if not adds:
+        actions.append(AddColumn(_column(action), first=first, after=after))
+    if not actions:
         return OtherDdl("ALTER TABLE without actions")
-    return AlterTable(table, tuple(adds))
+    return AlterTable(table, tuple(actions))
+
+
+def _rename_tables(text: str, default_schema: str) -> Statement:
+    pairs: list[tuple[TableId, TableId]] = []
+    position = 0
+    while position < len(text):
+        match = _RENAME_PAIR.match(text, position)
+        if not match:
+            return OtherDdl(f"cannot read RENAME TABLE {text!r}")
+        pairs.append((_qualified(match.group(1), default_schema), _qualified(match.group(2), default_schema)))
+        position = match.end()
+    return RenameTables(tuple(pairs)) if pairs else OtherDdl("RENAME TABLE without tables")
+
+
+def _qualified(text: str, default_schema: str) -> TableId:
+    parts = [p.strip() for p in re.findall(_NAME, text)]
+    names = [p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts]
+    return TableId(names[0], names[1]) if len(names) == 2 else TableId(default_schema, names[0])

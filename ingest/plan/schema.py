@@ -33,8 +33,41 @@ class AddColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateTableReplacing(CreateTable):
+    """CREATE TABLE of a name whose earlier table was dropped or renamed away: a new table identity."""
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumn:
+    table: TableId
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Truncate:
     table: TableId
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """The upstream table is gone (dropped, or renamed away): keep a retired mark so replays stay out.
+
+    ``keep_rows``: the DROP TABLE policy ``archive`` keeps the last rows readable, ``delete`` removes
+    them. A rename's source always keeps them: the target copies them, possibly after a crash between
+    the two steps.
+    """
+
+    table: TableId
+    reason: str
+    keep_rows: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CopyFrom:
+    """RENAME: the new table starts as the old one's rows, schema and key."""
+
+    table: TableId
+    source: TableId
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +84,7 @@ class Reject:
     reason: str
 
 
-SchemaChange = CreateTable | AddColumn | Truncate | RecordOnly | Reject
+SchemaChange = CreateTable | AddColumn | DropColumn | Truncate | Retire | CopyFrom | RecordOnly | Reject
 
 _NUMERIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _BIT_LITERAL = re.compile(r"^b'([01]+)'$", re.IGNORECASE)
@@ -64,8 +97,46 @@ _ZERO_VALUES = {
 }  # fmt: skip
 
 
-def plan_schema_changes(ddl: DdlEvent, existing_columns: Collection[str] | None) -> list[SchemaChange]:
-    """What a DDL means for its table. ``existing_columns`` is None when the table does not exist in Delta."""
+def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
+    """Every table a DDL changes, in the order their steps must run (a rename's source before its target).
+
+    ``known`` are the tables the mirror knows, for DROP DATABASE. An empty list means a database-level DDL
+    that touches no table.
+    """
+    statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
+    if isinstance(statement, mysql_ddl.RenameTables):
+        return [t for pair in statement.pairs for t in pair]
+    if isinstance(statement, mysql_ddl.DropDatabase):
+        return sorted(t for t in known if t.schema == statement.schema)
+    if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
+        return [statement.table]
+    if isinstance(statement, mysql_ddl.AlterTable):
+        return [statement.table]
+    if isinstance(statement, mysql_ddl.CreateDatabase):
+        return []
+    return [ddl.table] if ddl.table.table else []
+
+
+def is_rename(ddl: DdlEvent) -> bool:
+    """Whether a DDL renames tables (its affected tables then come in (source, target) pairs)."""
+    return isinstance(mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema), mysql_ddl.RenameTables)
+
+
+def plan_schema_changes(
+    ddl: DdlEvent,
+    existing_columns: Collection[str] | None,
+    *,
+    table: TableId | None = None,
+    key: Collection[str] = (),
+    retired: bool = False,
+    drop_keeps_rows: bool = True,
+) -> list[SchemaChange]:
+    """What a DDL means for one table it affects (``table``, by default the DDL's own).
+
+    ``existing_columns`` is None when the table does not exist in Delta; ``retired`` when it exists but
+    its upstream table was dropped or renamed away.
+    """
+    table = table or ddl.table
     statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
     if isinstance(statement, mysql_ddl.CreateDatabase):
         return [RecordOnly(f"CREATE DATABASE {statement.schema}: databases are directories")]
@@ -77,24 +148,43 @@ def plan_schema_changes(ddl: DdlEvent, existing_columns: Collection[str] | None)
                     "rows cannot be merged exactly"
                 )
             ]
-        if existing_columns is not None:
-            return [RecordOnly(f"{statement.table} already exists")]
-        return [CreateTable(statement.table, statement.schema)]
+        if existing_columns is None:
+            return [CreateTable(statement.table, statement.schema)]
+        if retired:
+            return [CreateTableReplacing(statement.table, statement.schema)]
+        return [RecordOnly(f"{statement.table} already exists")]
     if isinstance(statement, mysql_ddl.TruncateTable):
         return [Truncate(statement.table)]
+    if isinstance(statement, mysql_ddl.DropTable | mysql_ddl.DropDatabase):
+        if existing_columns is None:
+            return [RecordOnly(f"{table} does not exist in the mirror")]
+        return [Retire(table, f"dropped by {ddl.identity[:120]}", keep_rows=drop_keeps_rows)]
+    if isinstance(statement, mysql_ddl.RenameTables):
+        changes: list[SchemaChange] = []
+        for old, new in statement.pairs:
+            if table == old and existing_columns is not None:
+                changes.append(Retire(old, f"renamed to {new}", keep_rows=True))
+            elif table == new:
+                changes.append(CopyFrom(new, old))
+        return changes or [RecordOnly(f"{table} is not part of {ddl.identity[:120]}")]
     if isinstance(statement, mysql_ddl.AlterTable):
         if existing_columns is None:
             return [Reject(f"ALTER TABLE on {statement.table}, which the mirror has never seen created")]
         # A column that already exists is still planned: reaching here means the DDL is not recorded as
         # applied (replays are filtered by D_T first), so a crash may have come between the ALTER and the
         # back-fill. Applying adds if absent and back-fills, which is idempotent until later rows land.
-        changes: list[SchemaChange] = []
-        for add in statement.add_columns:
-            backfill = _backfill_value(add.column)
+        alter: list[SchemaChange] = []
+        for action in statement.actions:
+            if isinstance(action, mysql_ddl.DropColumn):
+                if action.name in key:
+                    return [Reject(f"DROP COLUMN {action.name} removes part of the merge key of {table}")]
+                alter.append(DropColumn(statement.table, action.name))
+                continue
+            backfill = _backfill_value(action.column)
             if isinstance(backfill, Reject):
                 return [backfill]
-            changes.append(AddColumn(statement.table, add.column, add.first, add.after, backfill))
-        return changes
+            alter.append(AddColumn(statement.table, action.column, action.first, action.after, backfill))
+        return alter
     return [Reject(f"{statement.reason}: {ddl.sql!r}")]
 
 

@@ -4,7 +4,11 @@ from ingest.decode.mysql_ddl import (
     AlterTable,
     CreateDatabase,
     CreateTable,
+    DropColumn,
+    DropDatabase,
+    DropTable,
     OtherDdl,
+    RenameTables,
     TruncateTable,
     parse_ddl,
 )
@@ -74,9 +78,33 @@ def test_other_statements_we_act_on(sql, expected):
 
 
 def test_statements_we_do_not_handle_yet_say_so():
-    assert isinstance(parse_ddl("ALTER TABLE t DROP COLUMN c", "s"), OtherDdl)
-    assert isinstance(parse_ddl("RENAME TABLE a TO b", "s"), OtherDdl)
+    assert isinstance(parse_ddl("ALTER TABLE t MODIFY COLUMN c BIGINT", "s"), OtherDdl)
+    assert isinstance(
+        parse_ddl("ALTER TABLE `s`.`pt` EXCHANGE PARTITION `p` WITH TABLE `s`.`nt`", "s"), OtherDdl
+    )
     assert isinstance(parse_ddl("this is not sql (", "s"), OtherDdl)
+    assert isinstance(parse_ddl("RENAME TABLE a b", "s"), OtherDdl)
+
+
+@pytest.mark.parametrize(
+    ("sql", "pairs"),
+    [
+        ("RENAME TABLE `shop`.`a` TO `shop`.`b`", [(("shop", "a"), ("shop", "b"))]),
+        ("RENAME TABLE a TO b, c TO d", [(("s", "a"), ("s", "b")), (("s", "c"), ("s", "d"))]),
+        ("rename table `we``ird` to x.`y z`", [(("s", "we`ird"), ("x", "y z"))]),
+        ("ALTER TABLE a RENAME TO db2.b", [(("s", "a"), ("db2", "b"))]),
+    ],
+)
+def test_rename_table_forms(sql, pairs):
+    assert parse_ddl(sql, "s") == RenameTables(tuple((TableId(*a), TableId(*b)) for a, b in pairs))
+
+
+def test_drop_statements_and_drop_column():
+    assert parse_ddl("DROP TABLE `shop`.`t`", "x") == DropTable(TableId("shop", "t"))
+    assert parse_ddl("DROP DATABASE shop", "x") == DropDatabase("shop")
+    statement = parse_ddl("ALTER TABLE t ADD COLUMN x INT, DROP COLUMN `y`", "s")
+    assert isinstance(statement, AlterTable)
+    assert statement.actions[1] == DropColumn("y")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,17 @@
 from ingest.model import DdlEvent, Position, TableId
-from ingest.plan.schema import AddColumn, CreateTable, RecordOnly, Reject, Truncate, plan_schema_changes
+from ingest.plan.schema import (
+    AddColumn,
+    CopyFrom,
+    CreateTable,
+    CreateTableReplacing,
+    DropColumn,
+    RecordOnly,
+    Reject,
+    Retire,
+    Truncate,
+    affected_tables,
+    plan_schema_changes,
+)
 
 T = TableId("shop", "c")
 
@@ -56,6 +68,43 @@ def test_create_table_without_any_key_is_rejected():
 
 def test_truncate_and_unsupported_ddl():
     assert isinstance(plan_schema_changes(event("TRUNCATE TABLE c"), ["id"])[0], Truncate)
-    (change,) = plan_schema_changes(event("ALTER TABLE c DROP COLUMN p"), ["id", "p"])
+    (change,) = plan_schema_changes(event("ALTER TABLE c MODIFY COLUMN p BIGINT"), ["id", "p"])
     assert isinstance(change, Reject)
-    assert "DROP COLUMN" in change.reason
+    assert "MODIFY COLUMN" in change.reason.upper()
+
+
+def test_drop_column_but_never_a_key_column():
+    assert plan_schema_changes(event("ALTER TABLE c DROP COLUMN p"), ["id", "p"], key=["id"]) == [
+        DropColumn(T, "p")
+    ]
+    (change,) = plan_schema_changes(event("ALTER TABLE c DROP COLUMN id"), ["id", "p"], key=["id"])
+    assert isinstance(change, Reject)
+    assert "merge key" in change.reason
+
+
+def test_rename_retires_the_source_and_copies_into_the_target():
+    rename = event("RENAME TABLE `shop`.`c` TO `shop`.`d`")
+    d = TableId("shop", "d")
+    assert affected_tables(rename, []) == [T, d]
+    assert plan_schema_changes(rename, ["id"], table=T) == [Retire(T, "renamed to shop.d", keep_rows=True)]
+    assert plan_schema_changes(rename, None, table=d) == [CopyFrom(d, T)]
+
+
+def test_drop_table_follows_the_policy_and_drop_database_reaches_every_known_table():
+    drop = event("DROP TABLE `shop`.`c`")
+    (archive,) = plan_schema_changes(drop, ["id"])
+    assert isinstance(archive, Retire) and archive.keep_rows
+    (delete,) = plan_schema_changes(drop, ["id"], drop_keeps_rows=False)
+    assert isinstance(delete, Retire) and not delete.keep_rows
+    other = TableId("other", "x")
+    assert affected_tables(event("DROP DATABASE `shop`"), [T, other, TableId("shop", "e")]) == [
+        T,
+        TableId("shop", "e"),
+    ]
+
+
+def test_create_table_over_a_retired_table_replaces_it():
+    (change,) = plan_schema_changes(
+        event("CREATE TABLE c (id INT PRIMARY KEY, w INT)"), ["id", "v"], retired=True
+    )
+    assert isinstance(change, CreateTableReplacing)

@@ -30,6 +30,7 @@ def test_help_explains_every_run_flag(capsys):
         "--table-name-template",
         "--max-bad-ratio",
         "--stream-id",
+        "--drop-table",
     ):
         assert flag in text
 

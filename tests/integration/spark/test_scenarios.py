@@ -1,8 +1,8 @@
 """Scenarios of consumer-semantics.md §10 (Canal-JSON), each checked against the spec's expected table.
 
-Scenarios that need features of later milestones (Simple, Avro, RENAME/DROP, keyless tables, claim-check)
-are not here yet; scenarios 1-4, 11-13, 23, 35, 36, 39, 40 are in test_pipeline.py and 24 in
-test_crash.py. Messages are emitted raw where a scenario needs an order the upstream model cannot produce.
+Scenarios of other protocols (15 and 28: Simple; 33 and 34: Avro) are not here; scenarios 1-4, 11-13,
+23, 35, 36, 39, 40 are in test_pipeline.py and 24 in test_crash.py. Messages are emitted raw where a
+scenario needs an order the upstream model cannot produce.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import shutil
 from typing import Any
 
 import orjson
+import pytest
 from delta.tables import DeltaTable
 from mirror import delta_rows
 
 from ingest.config import IngestConfig
+from ingest.errors import ConfigError, SchemaChangeRejected
 from ingest.model import PartitionId, TableId
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
@@ -38,13 +40,15 @@ def dml(
     table: TableId = T,
     old: dict[str, Any] | None = None,
     pk: list[str] | None = None,
+    types: dict[str, str] | None = None,
 ) -> int:
     """Append one Canal-JSON DML exactly as given (values as wire text)."""
     tso = s.tso(ts)
+    mysql_types = {**TYPES, **(types or {})}
     return s.append_message(partition, {
         "id": 0, "database": table.schema, "table": table.table, "pkNames": ["id"] if pk is None else pk,
         "isDdl": False, "type": typ, "es": tso >> 18, "ts": 0, "sql": "",
-        "sqlType": dict.fromkeys(data, 4), "mysqlType": {k: TYPES[k] for k in data},
+        "sqlType": dict.fromkeys(data, 4), "mysqlType": {k: mysql_types[k] for k in data},
         "data": [{k: None if v is None else str(v) for k, v in data.items()}],
         "old": None if old is None else [{k: None if v is None else str(v) for k, v in old.items()}],
         "_tidb": {"commitTs": tso},
@@ -346,3 +350,146 @@ def test_42_reread_after_losing_progress_changes_nothing(spark, tmp_path):
     assert table(spark, lake) == {1: {"id": 1, "v": "b"}}
     assert len(versions(spark, lake)) == head
     assert result.tables[T].upserted == 0
+
+
+def retired_mark(spark, lake, t: TableId) -> str:
+    detail = DeltaTable.forPath(spark, f"{lake}/{t.schema}/{t.table}").detail().first()
+    return detail["properties"].get("ticdc.retired", "")
+
+
+def test_17_replayed_drop_column_after_re_add_changes_nothing(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "t", "ALTER TABLE `t` ADD COLUMN `c` int(11) DEFAULT NULL", s.tso(100), "ALTER")
+    dml(s, "INSERT", {"id": 1, "v": "a", "c": 3}, 101, 0)
+    s.ddl("app", "t", "ALTER TABLE `t` DROP COLUMN `c`", s.tso(105), "ALTER")
+    drop_offset = len([r for r in s.records if r["partition"] == 0]) - 1
+    s.ddl("app", "t", "ALTER TABLE `t` ADD COLUMN `c` varchar(10) DEFAULT NULL", s.tso(120), "ALTER")
+    dml(s, "INSERT", {"id": 2, "v": "b", "c": "x"}, 121, 1, types={"c": "varchar"})
+    s.watermark(s.tso(125))
+    mirror(spark, s, tmp_path, lake)
+    s.replay(0, drop_offset, drop_offset)
+    s.watermark(s.tso(126))
+    mirror(spark, s, tmp_path, lake)
+    schema = {
+        f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(f"{lake}/app/t").schema
+    }
+    assert schema["c"] == "string"
+    assert table(spark, lake) == {1: {"id": 1, "v": "a", "c": None}, 2: {"id": 2, "v": "b", "c": "x"}}
+
+
+def test_18_same_ts_multi_table_rename_applied_once_and_replays_ignored(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "a", SIMPLE_FOR_TESTS.replace("`t`", "`a`"), s.tso(10), "CREATE")
+    s.ddl("app", "b", SIMPLE_FOR_TESTS.replace("`t`", "`b`"), s.tso(10), "CREATE")
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0, table=TableId("app", "a"))
+    dml(s, "INSERT", {"id": 2, "v": "b"}, 100, 1, table=TableId("app", "b"))
+    s.ddl("app", "a2", "RENAME TABLE `app`.`a` TO `app`.`a2`", s.tso(200), "RENAME")
+    s.ddl("app", "b2", "RENAME TABLE `app`.`b` TO `app`.`b2`", s.tso(200), "RENAME")
+    s.watermark(s.tso(205))
+    mirror(spark, s, tmp_path, lake)
+    first = {t: len(versions(spark, lake, TableId("app", t))) for t in ("a2", "b2")}
+    p0 = len([r for r in s.records if r["partition"] == 0])
+    s.replay(0, p0 - 3, p0 - 2)  # both RENAME messages again
+    s.watermark(s.tso(206))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake, TableId("app", "a2")) == {1: {"id": 1, "v": "a"}}
+    assert table(spark, lake, TableId("app", "b2")) == {2: {"id": 2, "v": "b"}}
+    assert {t: len(versions(spark, lake, TableId("app", t))) for t in ("a2", "b2")} == first
+    assert retired_mark(spark, lake, TableId("app", "a")) == "renamed to app.a2"
+
+
+def test_19_ddls_of_different_tables_out_of_ts_order(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "u", SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(10), "CREATE")
+    s.ddl("app", "u", "ALTER TABLE `u` ADD COLUMN `c` int(11) DEFAULT NULL", s.tso(210), "ALTER")
+    s.ddl("app", "t", "ALTER TABLE `t` ADD COLUMN `c` int(11) DEFAULT NULL", s.tso(205), "ALTER")
+    dml(s, "INSERT", {"id": 1, "v": "t", "c": 7}, 207, 1)
+    dml(s, "INSERT", {"id": 2, "v": "u", "c": 8}, 212, 1, table=TableId("app", "u"))
+    s.watermark(s.tso(215))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "t", "c": 7}}
+    assert table(spark, lake, TableId("app", "u")) == {2: {"id": 2, "v": "u", "c": 8}}
+
+
+def test_21_drop_and_create_of_the_same_name(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    s.ddl("app", "t", "DROP TABLE `app`.`t`", s.tso(110), "ERASE")
+    s.ddl(
+        "app",
+        "t",
+        "CREATE TABLE `app`.`t` (`id` int(11) NOT NULL, `w` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))",
+        s.tso(115),
+        "CREATE",
+    )
+    dml(s, "INSERT", {"id": 2, "w": "z"}, 120, 1, types={"w": "varchar"})
+    s.watermark(s.tso(125))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)  # a replay from before the DROP
+    s.watermark(s.tso(126))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {2: {"id": 2, "w": "z"}}
+    assert retired_mark(spark, lake, T) == "no"
+
+
+def test_22_rename_moves_rows_and_replays_to_the_old_name_are_dropped(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    s.ddl("app", "u", "RENAME TABLE `app`.`t` TO `app`.`u`", s.tso(110), "RENAME")
+    dml(s, "INSERT", {"id": 2, "v": "b"}, 120, 1, table=TableId("app", "u"))
+    s.watermark(s.tso(125))
+    mirror(spark, s, tmp_path, lake)
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)  # replay addressed to the old name
+    s.watermark(s.tso(126))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake, TableId("app", "u")) == {1: {"id": 1, "v": "a"}, 2: {"id": 2, "v": "b"}}
+    assert retired_mark(spark, lake, T) == "renamed to app.u"
+
+
+def test_30_table_without_any_key_is_refused_with_a_clear_error(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "nokey", "CREATE TABLE `app`.`nokey` (`a` int(11), `b` int(11))", s.tso(50), "CREATE")
+    s.watermark(s.tso(60))
+    with pytest.raises(
+        SchemaChangeRejected, match=r"app.nokey has no primary key and no NOT NULL unique key"
+    ):
+        mirror(spark, s, tmp_path, lake)
+
+
+def test_37_drop_database_retires_every_table_of_it_after_their_rows(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "u", SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(10), "CREATE")
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "INSERT", {"id": 2, "v": "b"}, 400, 1, table=TableId("app", "u"))
+    s.ddl("app", "", "DROP DATABASE `app`", s.tso(500), "QUERY")
+    s.watermark(s.tso(505))
+    mirror(spark, s, tmp_path, lake, **{"drop-table": "delete"})
+    for t in (T, TableId("app", "u")):
+        assert retired_mark(spark, lake, t).startswith("dropped by DROP DATABASE")
+        assert table(spark, lake, t) == {}
+        before = s.tso(500) - 1
+        consistent = [v for v in versions(spark, lake, t) if v["meta"].get("consistent")]
+        rows_before_drop = [v["rows"] for v in consistent if v["meta"]["applied_ts"] == before]
+        assert rows_before_drop and rows_before_drop[-1] != {}  # every row applied, then dropped
+
+
+def test_41_handle_key_only_message_stops_the_run(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    tso = s.tso(110)
+    s.append_message(
+        0,
+        {
+            "database": "app",
+            "table": "t",
+            "pkNames": ["id"],
+            "isDdl": False,
+            "type": "INSERT",
+            "mysqlType": {"id": "int"},
+            "data": [{"id": "1"}],
+            "old": None,
+            "_tidb": {"commitTs": tso, "onlyHandleKey": True},
+        },
+    )
+    s.watermark(s.tso(115))
+    with pytest.raises(ConfigError, match="handle-key-only or claim-check"):
+        mirror(spark, s, tmp_path, lake)
