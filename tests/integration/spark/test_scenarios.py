@@ -95,6 +95,19 @@ def versions(spark, lake, t: TableId = T) -> list[dict[str, Any]]:
     return result
 
 
+def test_01_basic_in_order_records_commit_ts_and_applied_watermark(spark, tmp_path):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
+    dml(s, "UPDATE", {"id": 1, "v": "b"}, 110, 0, old={"id": 1, "v": "a"})
+    s.watermark(s.tso(120))
+    result = mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "b"}}
+    assert result.tables[T].applied_ts == s.tso(120)
+    stored = spark.read.format("delta").load(f"{lake}/app/t").select("_tidb_commit_ts").first()[0]
+    assert stored == s.tso(110)
+    assert versions(spark, lake)[-1]["meta"]["applied_ts"] == s.tso(120)  # visible in DESCRIBE HISTORY
+
+
 def test_05_replay_must_not_resurrect(spark, tmp_path):
     lake, s = tmp_path / "lake", stream()
     dml(s, "INSERT", {"id": 1, "v": "a"}, 100, 0)
