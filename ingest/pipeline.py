@@ -602,6 +602,6 @@ def _add_columns_seen_in_dml(
 
 
 def _pending_rows(pending: DataFrame) -> dict[TableId, int]:
-    """How many records per table stay pending above G (DDLs included)."""
-    rows = pending.groupBy("database", "table").count().collect()
+    """How many rows per table stay pending above G (buffered DDLs are not counted as rows)."""
+    rows = pending.where(F.col("kind") == KIND_DML).groupBy("database", "table").count().collect()
     return {TableId(r["database"], r["table"] or ""): int(r["count"]) for r in rows if r["table"]}
