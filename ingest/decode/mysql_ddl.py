@@ -74,6 +74,13 @@ class CreateDatabase:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexChange:
+    """CREATE/DROP INDEX, ALTER TABLE ADD/DROP INDEX or KEY: no data changes, unless a unique key moves."""
+
+    adds_unique: bool
+
+
+@dataclass(frozen=True, slots=True)
 class OtherDdl:
     """A statement we parsed (or could not) but do not act on; ``reason`` says why."""
 
@@ -88,6 +95,7 @@ Statement = (
     | DropTable
     | DropDatabase
     | RenameTables
+    | IndexChange
     | OtherDdl
 )
 
@@ -113,6 +121,8 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
                 return CreateDatabase(tree.this.name)
             if kind == "TABLE" and isinstance(tree.this, exp.Schema):
                 return _create_table(tree, default_schema)
+            if kind == "INDEX":
+                return IndexChange(adds_unique=bool(tree.args.get("unique")))
             return OtherDdl(f"CREATE {kind} is not mirrored")
         if isinstance(tree, exp.Alter) and str(tree.args.get("kind") or "").upper() == "TABLE":
             return _alter_table(tree, default_schema)
@@ -123,6 +133,8 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
                 return DropDatabase(targets[0].name)
             if kind == "TABLE" and len(targets) == 1:
                 return DropTable(_table_id(targets[0], default_schema))
+            if kind == "INDEX":
+                return IndexChange(adds_unique=False)
             return OtherDdl(f"DROP {kind} is not mirrored")
         if isinstance(tree, exp.TruncateTable) and not tree.args.get("is_database"):
             tables = tree.expressions
@@ -200,8 +212,13 @@ def _handle_from_uniques(uniques: list[tuple[str, ...]], by_name: dict[str, Colu
 
 def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
     table = _table_id(tree.this, default_schema)
+    all_actions = tree.args.get("actions") or []
+    if all_actions and all(_is_index_action(a) for a in all_actions):
+        return IndexChange(
+            adds_unique=any(a.find(exp.UniqueColumnConstraint) is not None for a in all_actions)
+        )
     actions: list[AddColumn | DropColumn] = []
-    for action in tree.args.get("actions") or []:
+    for action in all_actions:
         if isinstance(action, exp.AlterRename) and len(tree.args.get("actions") or []) == 1:
             return RenameTables(((table, _table_id(action.this, table.schema)),))
         if isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() == "COLUMN":
@@ -218,6 +235,16 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
     if not actions:
         return OtherDdl("ALTER TABLE without actions")
     return AlterTable(table, tuple(actions))
+
+
+def _is_index_action(action: exp.Expression) -> bool:
+    if isinstance(action, exp.Drop):
+        return str(action.args.get("kind") or "").upper() in ("INDEX", "KEY")
+    # ADD INDEX / ADD KEY / ADD UNIQUE KEY; ADD PRIMARY KEY changes the merge key and is not one of these.
+    return (
+        isinstance(action, exp.AddConstraint)
+        and action.find(exp.PrimaryKey, exp.PrimaryKeyColumnConstraint) is None
+    )
 
 
 def _rename_tables(text: str, default_schema: str) -> Statement:

@@ -155,6 +155,15 @@ def plan_schema_changes(
         return [RecordOnly(f"{statement.table} already exists")]
     if isinstance(statement, mysql_ddl.TruncateTable):
         return [Truncate(statement.table)]
+    if isinstance(statement, mysql_ddl.IndexChange):
+        if statement.adds_unique:
+            return [
+                Reject(
+                    f"a new unique index on {table} may change the key TiCDC identifies rows by; "
+                    f"not supported yet: {ddl.sql!r}"
+                )
+            ]
+        return [RecordOnly("indexes do not exist in the mirror")]
     if isinstance(statement, mysql_ddl.DropTable | mysql_ddl.DropDatabase):
         if existing_columns is None:
             return [RecordOnly(f"{table} does not exist in the mirror")]

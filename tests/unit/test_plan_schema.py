@@ -108,3 +108,18 @@ def test_create_table_over_a_retired_table_replaces_it():
         event("CREATE TABLE c (id INT PRIMARY KEY, w INT)"), ["id", "v"], retired=True
     )
     assert isinstance(change, CreateTableReplacing)
+
+
+def test_index_changes_are_recorded_but_a_new_unique_index_is_refused():
+    for sql in (
+        "CREATE INDEX `idx` ON `c` (`p`)",
+        "DROP INDEX `idx` ON `c`",
+        "ALTER TABLE `c` ADD INDEX `i` (`p`)",
+        "ALTER TABLE c DROP INDEX i",
+    ):
+        assert isinstance(plan_schema_changes(event(sql), ["id", "p"])[0], RecordOnly), sql
+    for sql in ("CREATE UNIQUE INDEX u ON c (p)", "ALTER TABLE c ADD UNIQUE KEY u (p)"):
+        (change,) = plan_schema_changes(event(sql), ["id", "p"])
+        assert isinstance(change, Reject) and "unique index" in change.reason, sql
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD PRIMARY KEY (p)"), ["id", "p"])
+    assert isinstance(change, Reject)
