@@ -293,11 +293,13 @@ def test_26_large_transaction_is_applied_whole(spark, tmp_path):
 
 def test_27_same_commit_ts_different_transactions(spark, tmp_path):
     lake, s = tmp_path / "lake", stream()
+    s.ddl("app", "t", "CREATE INDEX `iv` ON `t` (`v`)", s.tso(200), "CINDEX")  # recorded, changes nothing
     dml(s, "INSERT", {"id": 1, "v": "a"}, 300, 0)
     dml(s, "INSERT", {"id": 9, "v": "z"}, 300, 1)
     s.watermark(s.tso(305))
     mirror(spark, s, tmp_path, lake)
     assert table(spark, lake) == {1: {"id": 1, "v": "a"}, 9: {"id": 9, "v": "z"}}
+    assert versions(spark, lake)[-1]["meta"]["ddl_ts"] == s.tso(200)
 
 
 def test_29_unique_key_only_table_is_keyed_from_its_ddl(spark, tmp_path):
