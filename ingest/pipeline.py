@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import buffer, order, progress, quarantine
+from ingest import buffer, ddl_history, order, progress, quarantine
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
@@ -402,12 +402,28 @@ def _apply_ddl(
         retired=info.retired if info else False,
         drop_keeps_rows=config.drop_table == DropTablePolicy.ARCHIVE,
     )
+    schema_before = info.schema.simpleString() if info else None
+
+    def reject(reason: str) -> SchemaChangeRejected:
+        ddl_history.record(
+            spark,
+            config.state_path,
+            table=table,
+            ddl=ddl,
+            action=ddl_history.REJECTED,
+            detail=reason,
+            schema_before=schema_before,
+            schema_after=None,
+            run_id=run_id,
+        )
+        return SchemaChangeRejected(
+            f"{table}: {reason}; stream stopped before {ddl.position} (commitTs {ddl.commit_ts}), "
+            "progress not moved"
+        )
+
     for change in changes:
         if isinstance(change, plan_schema.Reject):
-            raise SchemaChangeRejected(
-                f"{table}: {change.reason}; stream stopped before {ddl.position} (commitTs "
-                f"{ddl.commit_ts}), progress not moved"
-            )
+            raise reject(change.reason)
     ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
     applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
     # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
@@ -424,6 +440,12 @@ def _apply_ddl(
             apply_schema.add_column(spark, path, change, config.timezone, before)
         elif isinstance(change, plan_schema.DropColumn):
             apply_schema.drop_column(spark, path, change.name, before)
+        elif isinstance(change, plan_schema.RenameColumn):
+            apply_schema.rename_column(spark, path, change.old, change.new, before)
+        elif isinstance(change, plan_schema.ChangeType):
+            refused = apply_schema.change_type(spark, path, change, before)
+            if refused is not None:
+                raise reject(f'column {change.name}: {refused} under type-change policy "fail"')
         elif isinstance(change, plan_schema.Truncate):
             apply_schema.truncate(spark, path, before)
         elif isinstance(change, plan_schema.Retire):
@@ -436,7 +458,18 @@ def _apply_ddl(
                     table,
                     change.source,
                 )
-    if apply_schema.table_exists(spark, path):
+    exists = apply_schema.table_exists(spark, path)
+    only_recorded = all(isinstance(c, plan_schema.RecordOnly) for c in changes)
+    ddl_history.record(
+        spark, config.state_path, table=table, ddl=ddl,
+        action=ddl_history.RECORDED if only_recorded else ddl_history.APPLIED,
+        detail="; ".join(type(c).__name__ + (f": {c.reason}" if isinstance(c, plan_schema.RecordOnly) else "")
+                         for c in changes),
+        schema_before=schema_before,
+        schema_after=apply_schema.table_info(spark, path).schema.simpleString() if exists else None,
+        run_id=run_id,
+    )  # fmt: skip
+    if exists:
         apply_schema.mark_applied(
             spark,
             path,

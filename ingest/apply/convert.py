@@ -82,3 +82,27 @@ def conversion_failed(raw: Column, typed: Column, data_type: T.DataType) -> Colu
         too_fine = raw.rlike(rf"\.\d{{{data_type.scale}}}\d*[1-9]")
         failed = failed | too_fine
     return failed
+
+
+_INTEGRAL_ORDER = (T.ByteType(), T.ShortType(), T.IntegerType(), T.LongType())
+
+
+def is_widening(old: T.DataType, new: T.DataType) -> bool:
+    """Whether Delta type widening (Delta 4, Spark 4) can change ``old`` to ``new`` without a rewrite.
+
+    A subset of Delta's rules that TiDB MODIFY COLUMN produces: wider integers, integer to a decimal
+    that holds it, float to double, wider decimals (scale and integer digits both not smaller), date to
+    timestamp_ntz.
+    """
+    if old == new:
+        return True
+    if old in _INTEGRAL_ORDER and new in _INTEGRAL_ORDER:
+        return _INTEGRAL_ORDER.index(new) > _INTEGRAL_ORDER.index(old)
+    if old in _INTEGRAL_ORDER and isinstance(new, T.DecimalType):
+        digits = (3, 5, 10, 20)[_INTEGRAL_ORDER.index(old)]
+        return new.precision - new.scale >= digits
+    if isinstance(old, T.FloatType) and isinstance(new, T.DoubleType):
+        return True
+    if isinstance(old, T.DecimalType) and isinstance(new, T.DecimalType):
+        return new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
+    return isinstance(old, T.DateType) and isinstance(new, T.TimestampNTZType)

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 
 import orjson
-from delta.tables import DeltaTable
+from delta.tables import DeltaTable, DeltaTableBuilder
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -82,14 +82,23 @@ def create_table(
         nullable=True,
         comment="TiDB commitTs of the change that wrote the row",
     )
-    for key, value in TABLE_PROPERTIES.items():
-        builder = builder.property(key, value)
-    builder = builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(schema.key)).decode())
-    builder = builder.property(PROPERTY_SOURCE_TABLE, str(table))
-    builder = builder.property(PROPERTY_RETIRED, NOT_RETIRED)
+    builder = _with_mirror_properties(builder, schema.key, table)
     with committing(spark, metadata):
         builder.execute()
     logger.info("created Delta table %s at %s, key %s", table, path, ", ".join(schema.key))
+
+
+def _with_mirror_properties(
+    builder: DeltaTableBuilder, key: tuple[str, ...], table: TableId
+) -> DeltaTableBuilder:
+    """The table properties every mirrored table carries: Delta features, merge key, source, retired mark."""
+    for name, value in TABLE_PROPERTIES.items():
+        builder = builder.property(name, value)
+    return (
+        builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(key)).decode())
+        .property(PROPERTY_SOURCE_TABLE, str(table))
+        .property(PROPERTY_RETIRED, NOT_RETIRED)
+    )
 
 
 def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
@@ -151,6 +160,42 @@ def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> Non
             spark.sql(f"ALTER TABLE delta.{quote(path)} DROP COLUMN {quote(name)}")
 
 
+def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: str) -> None:
+    """RENAME COLUMN (column mapping: metadata only), if the old name is still there; keeps the key right."""
+    info = table_info(spark, path)
+    if old not in info.columns:
+        return
+    with committing(spark, metadata):
+        spark.sql(f"ALTER TABLE delta.{quote(path)} RENAME COLUMN {quote(old)} TO {quote(new)}")
+        if old in info.key:
+            key = [new if k == old else k for k in info.key]
+            spark.sql(
+                f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
+                f"('{PROPERTY_KEY_COLUMNS}' = {_sql_string(orjson.dumps(key).decode())})"
+            )
+
+
+def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:
+    """Widen a column to the Delta type of its new TiDB type; returns why not when Delta cannot."""
+    info = table_info(spark, path)
+    current = next((f.dataType for f in info.schema.fields if f.name == change.name), None)
+    target = convert.spark_type(change.type)
+    if current is None:
+        return f"column {change.name} does not exist"
+    if not convert.is_widening(current, target):
+        widened = f"{current.simpleString()} -> {target.simpleString()} ({change.type})"
+        return f"{widened} is not a widening Delta can apply"
+    with committing(spark, metadata):
+        if current != target:
+            column = quote(change.name)
+            spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {column} TYPE {target.simpleString()}")
+        spark.sql(
+            f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {quote(change.name)} "
+            f"COMMENT {_sql_string(f'tidb: {change.type}')}"
+        )
+    return None
+
+
 def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadata: str) -> None:
     """Mark a table whose upstream table is gone; its last rows stay readable unless ``keep_rows`` is off."""
     with committing(spark, metadata):
@@ -171,12 +216,7 @@ def copy_table(spark: SparkSession, source_path: str, path: str, table: TableId,
         if table_exists(spark, path)
         else (DeltaTable.createIfNotExists(spark).location(path))
     )
-    builder = builder.addColumns(rows.schema)
-    for key, value in TABLE_PROPERTIES.items():
-        builder = builder.property(key, value)
-    builder = builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(source.key)).decode())
-    builder = builder.property(PROPERTY_SOURCE_TABLE, str(table))
-    builder = builder.property(PROPERTY_RETIRED, NOT_RETIRED)
+    builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
     with committing(spark, metadata):
         builder.execute()
         rows.write.format("delta").mode("append").save(path)

@@ -37,9 +37,33 @@ class DropColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class RenameColumn:
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModifyColumn:
+    """MODIFY COLUMN, or CHANGE COLUMN (``old`` differs from ``column.name`` when it renames too)."""
+
+    old: str
+    column: Column
+
+
+@dataclass(frozen=True, slots=True)
+class AlterDefault:
+    """ALTER COLUMN ... SET/DROP DEFAULT: affects future inserts only, which arrive as full rows."""
+
+    name: str
+
+
+ColumnAction = AddColumn | DropColumn | RenameColumn | ModifyColumn | AlterDefault
+
+
+@dataclass(frozen=True, slots=True)
 class AlterTable:
     table: TableId
-    actions: tuple[AddColumn | DropColumn, ...]
+    actions: tuple[ColumnAction, ...]
 
     @property
     def add_columns(self) -> tuple[AddColumn, ...]:
@@ -217,8 +241,23 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         return IndexChange(
             adds_unique=any(a.find(exp.UniqueColumnConstraint) is not None for a in all_actions)
         )
-    actions: list[AddColumn | DropColumn] = []
+    actions: list[ColumnAction] = []
     for action in all_actions:
+        if isinstance(action, exp.RenameColumn):
+            actions.append(RenameColumn(action.this.name, action.args["to"].name))
+            continue
+        if isinstance(action, exp.ModifyColumn):
+            definition = _column(action.this)
+            renamed_from = action.args.get("rename_from")
+            actions.append(
+                ModifyColumn(renamed_from.name if renamed_from is not None else definition.name, definition)
+            )
+            continue
+        if isinstance(action, exp.AlterColumn) and (
+            action.args.get("default") is not None or action.args.get("drop")
+        ):
+            actions.append(AlterDefault(action.this.name))
+            continue
         if isinstance(action, exp.AlterRename) and len(tree.args.get("actions") or []) == 1:
             return RenameTables(((table, _table_id(action.this, table.schema)),))
         if isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() == "COLUMN":

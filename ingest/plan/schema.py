@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ingest.decode import mysql_ddl
-from ingest.model import Column, ColumnKind, DdlEvent, TableId, TableSchema
+from ingest.model import Column, ColumnKind, ColumnType, DdlEvent, TableId, TableSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,22 @@ class CreateTableReplacing(CreateTable):
 class DropColumn:
     table: TableId
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RenameColumn:
+    table: TableId
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeType:
+    """A column's TiDB type changes. Apply widens the Delta type when Delta allows it, else refuses."""
+
+    table: TableId
+    name: str
+    type: ColumnType
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +100,18 @@ class Reject:
     reason: str
 
 
-SchemaChange = CreateTable | AddColumn | DropColumn | Truncate | Retire | CopyFrom | RecordOnly | Reject
+SchemaChange = (
+    CreateTable
+    | AddColumn
+    | DropColumn
+    | RenameColumn
+    | ChangeType
+    | Truncate
+    | Retire
+    | CopyFrom
+    | RecordOnly
+    | Reject
+)
 
 _NUMERIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _BIT_LITERAL = re.compile(r"^b'([01]+)'$", re.IGNORECASE)
@@ -188,6 +215,19 @@ def plan_schema_changes(
                 if action.name in key:
                     return [Reject(f"DROP COLUMN {action.name} removes part of the merge key of {table}")]
                 alter.append(DropColumn(statement.table, action.name))
+                continue
+            if isinstance(action, mysql_ddl.RenameColumn):
+                alter.append(RenameColumn(statement.table, action.old, action.new))
+                continue
+            if isinstance(action, mysql_ddl.ModifyColumn):
+                if action.old != action.column.name:
+                    alter.append(RenameColumn(statement.table, action.old, action.column.name))
+                # Nullability, DEFAULT and position are recorded only: TiCDC sends full row images and
+                # every mirrored column is nullable.
+                alter.append(ChangeType(statement.table, action.column.name, action.column.type))
+                continue
+            if isinstance(action, mysql_ddl.AlterDefault):
+                alter.append(RecordOnly(f"DEFAULT of {action.name} changes future inserts only"))
                 continue
             backfill = _backfill_value(action.column)
             if isinstance(backfill, Reject):

@@ -1,12 +1,14 @@
-from ingest.model import DdlEvent, Position, TableId
+from ingest.model import ColumnKind, ColumnType, DdlEvent, Position, TableId
 from ingest.plan.schema import (
     AddColumn,
+    ChangeType,
     CopyFrom,
     CreateTable,
     CreateTableReplacing,
     DropColumn,
     RecordOnly,
     Reject,
+    RenameColumn,
     Retire,
     Truncate,
     affected_tables,
@@ -68,9 +70,9 @@ def test_create_table_without_any_key_is_rejected():
 
 def test_truncate_and_unsupported_ddl():
     assert isinstance(plan_schema_changes(event("TRUNCATE TABLE c"), ["id"])[0], Truncate)
-    (change,) = plan_schema_changes(event("ALTER TABLE c MODIFY COLUMN p BIGINT"), ["id", "p"])
+    (change,) = plan_schema_changes(event("ALTER TABLE c TRUNCATE PARTITION p0"), ["id", "p"])
     assert isinstance(change, Reject)
-    assert "MODIFY COLUMN" in change.reason.upper()
+    assert "TRUNCATE PARTITION" in change.reason.upper()
 
 
 def test_drop_column_but_never_a_key_column():
@@ -123,3 +125,18 @@ def test_index_changes_are_recorded_but_a_new_unique_index_is_refused():
         assert isinstance(change, Reject) and "unique index" in change.reason, sql
     (change,) = plan_schema_changes(event("ALTER TABLE c ADD PRIMARY KEY (p)"), ["id", "p"])
     assert isinstance(change, Reject)
+
+
+def test_rename_change_and_modify_column():
+    assert plan_schema_changes(event("ALTER TABLE c RENAME COLUMN p TO q"), ["id", "p"]) == [
+        RenameColumn(T, "p", "q")
+    ]
+    assert plan_schema_changes(event("ALTER TABLE c CHANGE `p` `q` BIGINT NOT NULL"), ["id", "p"]) == [
+        RenameColumn(T, "p", "q"),
+        ChangeType(T, "q", ColumnType(ColumnKind.BIGINT)),
+    ]
+    assert plan_schema_changes(event("ALTER TABLE c MODIFY COLUMN p DECIMAL(12,2)"), ["id", "p"]) == [
+        ChangeType(T, "p", ColumnType(ColumnKind.DECIMAL, precision=12, scale=2))
+    ]
+    (change,) = plan_schema_changes(event("ALTER TABLE c ALTER COLUMN p SET DEFAULT 5"), ["id", "p"])
+    assert isinstance(change, RecordOnly)

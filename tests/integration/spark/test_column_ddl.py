@@ -1,0 +1,110 @@
+"""Column DDL on real Delta: RENAME/CHANGE/MODIFY COLUMN and DEFAULT changes, each checked right after the
+DDL and after later rows, with the DDL history table."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from delta.tables import DeltaTable
+from mirror import delta_rows
+from pyspark.sql import types as T
+
+from ingest.apply.convert import is_widening
+from ingest.errors import SchemaChangeRejected
+from ingest.model import TableId
+from ingest.sample import Stream
+
+TABLE = TableId("app", "m")
+CREATE = (
+    "CREATE TABLE `app`.`m` (`id` int(11) NOT NULL, `qty` int(11) DEFAULT NULL, "
+    "`price` decimal(10,2) DEFAULT NULL, `note` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))"
+)
+
+
+def rows(spark, lake):
+    return {k[0]: v for k, v in delta_rows(spark, str(lake), TABLE).items()}
+
+
+def schema(spark, lake):
+    return {
+        f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(f"{lake}/app/m").schema
+    }
+
+
+def test_widening_rules():
+    assert is_widening(T.IntegerType(), T.LongType())
+    assert is_widening(T.IntegerType(), T.DecimalType(20, 0))
+    assert is_widening(T.DecimalType(10, 2), T.DecimalType(12, 4))
+    assert is_widening(T.FloatType(), T.DoubleType())
+    assert not is_widening(T.LongType(), T.IntegerType())
+    assert not is_widening(T.DecimalType(10, 2), T.DecimalType(10, 3))  # loses an integer digit
+    assert not is_widening(T.StringType(), T.LongType())
+
+
+def test_rename_change_modify_and_default_ddls(spark, run, lake):
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(CREATE, s.tso(1))
+    s.insert(TABLE, {"id": 1, "qty": 5, "price": Decimal("9.50"), "note": "a"}, s.tso(2))
+    s.watermark(s.tso(2))
+    run(s)
+    s.ddl("app", "m", "ALTER TABLE `m` MODIFY COLUMN `qty` bigint(20) DEFAULT NULL", s.tso(3), "ALTER")
+    s.ddl(
+        "app",
+        "m",
+        "ALTER TABLE `m` CHANGE COLUMN `price` `unit_price` decimal(14,4) DEFAULT NULL",
+        s.tso(4),
+        "ALTER",
+    )
+    s.ddl("app", "m", "ALTER TABLE `m` RENAME COLUMN `id` TO `m_id`", s.tso(5), "ALTER")
+    s.ddl("app", "m", "ALTER TABLE `m` ALTER COLUMN `note` SET DEFAULT 'x'", s.tso(6), "ALTER")
+    s.watermark(s.tso(6))
+    run(s)
+    # Right after the DDLs: types widened, columns renamed (the key too), existing values kept exactly.
+    assert schema(spark, lake) == {
+        "m_id": "int",
+        "qty": "bigint",
+        "unit_price": "decimal(14,4)",
+        "note": "string",
+        "_tidb_commit_ts": "bigint",
+    }
+    assert rows(spark, lake)[1] == {"m_id": 1, "qty": 5, "unit_price": Decimal("9.5"), "note": "a"}
+    # Later rows use the new names and the wider range.
+    ts = s.tso(7)
+    s.append_message(0, {
+        "database": "app", "table": "m", "pkNames": ["m_id"], "isDdl": False, "type": "INSERT",
+        "mysqlType": {"m_id": "int", "qty": "bigint", "unit_price": "decimal", "note": "varchar"},
+        "data": [{"m_id": "2", "qty": "9000000000", "unit_price": "1.2345", "note": "x"}], "old": None,
+        "_tidb": {"commitTs": ts},
+    })  # fmt: skip
+    s.watermark(s.tso(8))
+    run(s)
+    assert rows(spark, lake)[2] == {
+        "m_id": 2,
+        "qty": 9000000000,
+        "unit_price": Decimal("1.2345"),
+        "note": "x",
+    }
+    history = {r["sql"]: r for r in spark.read.format("delta").load(f"{lake}/_ingest/ddl_history").collect()}
+    assert history["ALTER TABLE `m` RENAME COLUMN `id` TO `m_id`"]["action"] == "applied"
+    assert "m_id" in history["ALTER TABLE `m` RENAME COLUMN `id` TO `m_id`"]["schema_after"]
+    assert history["ALTER TABLE `m` ALTER COLUMN `note` SET DEFAULT 'x'"]["action"] == "recorded"
+    assert history[CREATE]["schema_before"] is None
+
+
+def test_a_type_change_delta_cannot_widen_stops_with_table_column_types_and_position(spark, run, lake):
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(CREATE, s.tso(1))
+    s.ddl("app", "m", "ALTER TABLE `m` MODIFY COLUMN `note` int(11) DEFAULT NULL", s.tso(3), "ALTER")
+    s.watermark(s.tso(4))
+    with pytest.raises(
+        SchemaChangeRejected,
+        match=r"app\.m: column note: string -> int \(int\(11\)\) is not a widening.*"
+        r"policy \"fail\"; stream stopped before cdc/0@1",
+    ):
+        run(s)
+    entries = (
+        spark.read.format("delta").load(f"{lake}/_ingest/ddl_history").where("action = 'rejected'").collect()
+    )
+    assert len(entries) == 1 and "note" in entries[0]["detail"]
+    assert DeltaTable.forPath(spark, f"{lake}/app/m").toDF().schema["note"].dataType == T.StringType()
