@@ -108,6 +108,13 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         help="names this stream's progress, so several streams can share a state path",
     )
     run.add_argument(
+        "--unknown-ddl",
+        default="fail",
+        choices=["fail", "skip"],
+        help="a DDL the mirror does not know or cannot parse: stop before it (fail), or record it in the DDL "
+        "history and go on (skip) (default: fail)",
+    )
+    run.add_argument(
         "--drop-table",
         default="archive",
         choices=["archive", "delete"],

@@ -30,6 +30,13 @@ class DropTablePolicy(Enum):
     DELETE = "delete"  # delete the rows, keep the retired mark
 
 
+class UnknownDdlPolicy(Enum):
+    """What a DDL the mirror does not know (or cannot parse) does to the run."""
+
+    FAIL = "fail"  # stop before it, progress not moved
+    SKIP = "skip"  # record it in the DDL history as skipped and go on
+
+
 STATE_DIR_NAME = "_ingest"
 
 
@@ -67,6 +74,7 @@ class IngestConfig:
     max_bad_ratio: float = 0.0
     stream_id: str = "default"
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
+    unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -104,6 +112,7 @@ class IngestConfig:
         known = {
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
+            "unknown-ddl",
         }  # fmt: skip
         normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
         unknown = sorted(set(normalized) - known)
@@ -130,6 +139,12 @@ class IngestConfig:
             raise ConfigError(
                 f"drop-table: {normalized['drop-table']!r} is not one of: archive (keep the rows), delete"
             ) from exc
+        try:
+            unknown_ddl = UnknownDdlPolicy(normalized.get("unknown-ddl", "fail"))
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown-ddl: {normalized['unknown-ddl']!r} is not one of: fail, skip (kept in ddl_history)"
+            ) from exc
         partitions = normalized.get("partitions")
         return cls(
             source=source,
@@ -143,6 +158,7 @@ class IngestConfig:
             max_bad_ratio=ratio,
             stream_id=normalized.get("stream-id", "default"),
             drop_table=drop_table,
+            unknown_ddl=unknown_ddl,
         )
 
     def table_path(self, schema: str, table: str) -> str:

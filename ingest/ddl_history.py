@@ -31,7 +31,7 @@ SCHEMA = T.StructType(
     ]
 )
 
-APPLIED, RECORDED, REJECTED = "applied", "recorded", "rejected"
+APPLIED, RECORDED, REJECTED, SKIPPED = "applied", "recorded", "rejected", "skipped"
 
 
 def history_path(state_path: str) -> str:

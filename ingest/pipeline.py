@@ -19,7 +19,7 @@ from ingest import buffer, ddl_history, order, progress, quarantine
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
-from ingest.config import DropTablePolicy, IngestConfig
+from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
 from ingest.decode import canal_json as cj
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError, DecodeError, SchemaChangeRejected, TooManyBadRecords
@@ -421,9 +421,20 @@ def _apply_ddl(
             "progress not moved"
         )
 
+    skipped = ""
     for change in changes:
         if isinstance(change, plan_schema.Reject):
-            raise reject(change.reason)
+            if not (change.unknown and config.unknown_ddl == UnknownDdlPolicy.SKIP):
+                raise reject(change.reason)
+            logger.warning(
+                "%s: skipped unknown DDL at %s (commitTs %d): %s",
+                table,
+                ddl.position,
+                ddl.commit_ts,
+                change.reason,
+            )
+            skipped, changes = change.reason, []
+            break
     ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
     applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
     # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
@@ -450,6 +461,10 @@ def _apply_ddl(
             apply_schema.truncate(spark, path, before)
         elif isinstance(change, plan_schema.Retire):
             apply_schema.retire(spark, path, change.reason, change.keep_rows, before)
+        elif isinstance(change, plan_schema.CreateLike):
+            source_path = config.table_path(change.source.schema, change.source.table)
+            if not apply_schema.copy_table(spark, source_path, path, table, before, with_rows=False):
+                raise reject(f"CREATE TABLE ... LIKE {change.source}, which the mirror does not hold")
         elif isinstance(change, plan_schema.CopyFrom):
             source_path = config.table_path(change.source.schema, change.source.table)
             if not apply_schema.copy_table(spark, source_path, path, table, before):
@@ -460,11 +475,14 @@ def _apply_ddl(
                 )
     exists = apply_schema.table_exists(spark, path)
     only_recorded = all(isinstance(c, plan_schema.RecordOnly) for c in changes)
+    action = (
+        ddl_history.SKIPPED if skipped else ddl_history.RECORDED if only_recorded else ddl_history.APPLIED
+    )
+    detail = skipped or "; ".join(
+        type(c).__name__ + (f": {c.reason}" if isinstance(c, plan_schema.RecordOnly) else "") for c in changes
+    )
     ddl_history.record(
-        spark, config.state_path, table=table, ddl=ddl,
-        action=ddl_history.RECORDED if only_recorded else ddl_history.APPLIED,
-        detail="; ".join(type(c).__name__ + (f": {c.reason}" if isinstance(c, plan_schema.RecordOnly) else "")
-                         for c in changes),
+        spark, config.state_path, table=table, ddl=ddl, action=action, detail=detail,
         schema_before=schema_before,
         schema_after=apply_schema.table_info(spark, path).schema.simpleString() if exists else None,
         run_id=run_id,

@@ -205,8 +205,11 @@ def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadat
         spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({mark})")
 
 
-def copy_table(spark: SparkSession, source_path: str, path: str, table: TableId, metadata: str) -> bool:
-    """RENAME: (re)create the table at ``path`` with the source's schema, key and rows. False: no source."""
+def copy_table(
+    spark: SparkSession, source_path: str, path: str, table: TableId, metadata: str, *, with_rows: bool = True
+) -> bool:
+    """RENAME (and CREATE TABLE ... LIKE without rows): (re)create the table at ``path`` with the source's
+    schema and key. False: the mirror has no source table."""
     if not table_exists(spark, source_path):
         return False
     source = table_info(spark, source_path)
@@ -219,7 +222,8 @@ def copy_table(spark: SparkSession, source_path: str, path: str, table: TableId,
     builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
     with committing(spark, metadata):
         builder.execute()
-        rows.write.format("delta").mode("append").save(path)
+        if with_rows:
+            rows.write.format("delta").mode("append").save(path)
     return True
 
 

@@ -25,6 +25,12 @@ class CreateTable:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateTableLike:
+    table: TableId
+    source: TableId
+
+
+@dataclass(frozen=True, slots=True)
 class AddColumn:
     column: Column
     first: bool = False
@@ -113,6 +119,7 @@ class OtherDdl:
 
 Statement = (
     CreateTable
+    | CreateTableLike
     | AlterTable
     | TruncateTable
     | CreateDatabase
@@ -147,6 +154,11 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
                 return _create_table(tree, default_schema)
             if kind == "INDEX":
                 return IndexChange(adds_unique=bool(tree.args.get("unique")))
+            like = tree.find(exp.LikeProperty)
+            if kind == "TABLE" and like is not None and isinstance(like.this, exp.Table):
+                return CreateTableLike(
+                    _table_id(tree.this, default_schema), _table_id(like.this, default_schema)
+                )
             return OtherDdl(f"CREATE {kind} is not mirrored")
         if isinstance(tree, exp.Alter) and str(tree.args.get("kind") or "").upper() == "TABLE":
             return _alter_table(tree, default_schema)

@@ -33,6 +33,14 @@ class AddColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateLike:
+    """CREATE TABLE ... LIKE: a new empty table with the source's columns and key."""
+
+    table: TableId
+    source: TableId
+
+
+@dataclass(frozen=True, slots=True)
 class CreateTableReplacing(CreateTable):
     """CREATE TABLE of a name whose earlier table was dropped or renamed away: a new table identity."""
 
@@ -95,9 +103,14 @@ class RecordOnly:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """A change we do not apply; the run stops before this DDL and progress does not move past it."""
+    """A change we do not apply; the run stops before this DDL and progress does not move past it.
+
+    ``unknown``: the statement is one we do not know (or cannot parse), which the ``skip`` policy for
+    unknown DDL lets pass with an audit record; a known change we refuse is never skipped.
+    """
 
     reason: str
+    unknown: bool = False
 
 
 SchemaChange = (
@@ -109,6 +122,7 @@ SchemaChange = (
     | Truncate
     | Retire
     | CopyFrom
+    | CreateLike
     | RecordOnly
     | Reject
 )
@@ -135,6 +149,8 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
         return [t for pair in statement.pairs for t in pair]
     if isinstance(statement, mysql_ddl.DropDatabase):
         return sorted(t for t in known if t.schema == statement.schema)
+    if isinstance(statement, mysql_ddl.CreateTableLike):
+        return [statement.source, statement.table]
     if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
         return [statement.table]
     if isinstance(statement, mysql_ddl.AlterTable):
@@ -234,7 +250,13 @@ def plan_schema_changes(
                 return [backfill]
             alter.append(AddColumn(statement.table, action.column, action.first, action.after, backfill))
         return alter
-    return [Reject(f"{statement.reason}: {ddl.sql!r}")]
+    if isinstance(statement, mysql_ddl.CreateTableLike):
+        if table == statement.source:
+            return [RecordOnly(f"source of CREATE TABLE {statement.table} LIKE {statement.source}")]
+        if existing_columns is not None and not retired:
+            return [RecordOnly(f"{statement.table} already exists")]
+        return [CreateLike(statement.table, statement.source)]
+    return [Reject(f"{statement.reason}: {ddl.sql!r}", unknown=True)]
 
 
 def _backfill_value(column: Column) -> str | Reject | None:

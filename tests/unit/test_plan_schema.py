@@ -3,6 +3,7 @@ from ingest.plan.schema import (
     AddColumn,
     ChangeType,
     CopyFrom,
+    CreateLike,
     CreateTable,
     CreateTableReplacing,
     DropColumn,
@@ -140,3 +141,15 @@ def test_rename_change_and_modify_column():
     ]
     (change,) = plan_schema_changes(event("ALTER TABLE c ALTER COLUMN p SET DEFAULT 5"), ["id", "p"])
     assert isinstance(change, RecordOnly)
+
+
+def test_create_table_like_and_unknown_ddl_is_marked_skippable():
+    like = event("CREATE TABLE `shop`.`d` LIKE `shop`.`c`")
+    d = TableId("shop", "d")
+    assert affected_tables(like, []) == [T, d]
+    assert plan_schema_changes(like, None, table=d) == [CreateLike(d, T)]
+    assert isinstance(plan_schema_changes(like, ["id"], table=T)[0], RecordOnly)
+    (unknown,) = plan_schema_changes(event("ALTER TABLE c SET TIFLASH REPLICA 1"), ["id"])
+    assert isinstance(unknown, Reject) and unknown.unknown
+    (refused,) = plan_schema_changes(event("ALTER TABLE c DROP COLUMN id"), ["id"], key=["id"])
+    assert isinstance(refused, Reject) and not refused.unknown  # a known change we refuse is never skipped

@@ -108,3 +108,28 @@ def test_a_type_change_delta_cannot_widen_stops_with_table_column_types_and_posi
     )
     assert len(entries) == 1 and "note" in entries[0]["detail"]
     assert DeltaTable.forPath(spark, f"{lake}/app/m").toDF().schema["note"].dataType == T.StringType()
+
+
+def test_create_table_like_and_an_unknown_ddl_skipped_by_policy(spark, run, lake):
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(CREATE, s.tso(1))
+    s.ddl("app", "m2", "CREATE TABLE `app`.`m2` LIKE `app`.`m`", s.tso(2), "CREATE")
+    s.ddl("app", "m", "ALTER TABLE `m` SET TIFLASH REPLICA 1", s.tso(3), "QUERY")
+    ts = s.tso(4)
+    s.append_message(0, {
+        "database": "app", "table": "m2", "pkNames": ["id"], "isDdl": False, "type": "INSERT",
+        "mysqlType": {"id": "int", "qty": "int", "price": "decimal", "note": "varchar"},
+        "data": [{"id": "1", "qty": "2", "price": "3.00", "note": "n"}], "old": None,
+        "_tidb": {"commitTs": ts},
+    })  # fmt: skip
+    s.watermark(s.tso(5))
+    with pytest.raises(SchemaChangeRejected, match="TIFLASH"):
+        run(s)  # the default policy stops before a DDL it does not know
+    run(s, **{"unknown-ddl": "skip"})
+    copied = spark.read.format("delta").load(f"{lake}/app/m2")
+    assert {f.name: f.dataType.simpleString() for f in copied.schema} == schema(spark, lake)
+    assert [r["id"] for r in copied.collect()] == [1]
+    skipped = (
+        spark.read.format("delta").load(f"{lake}/_ingest/ddl_history").where("action = 'skipped'").collect()
+    )
+    assert [r["sql"] for r in skipped] == ["ALTER TABLE `m` SET TIFLASH REPLICA 1"]
