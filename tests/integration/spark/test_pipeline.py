@@ -26,6 +26,10 @@ def rows(spark, lake, table: TableId = T) -> dict:
     return {k[0] if len(k) == 1 else k: v for k, v in delta_rows(spark, str(lake), table).items()}
 
 
+def rows_at(spark, lake, version: int) -> dict:
+    return {k[0]: v for k, v in delta_rows(spark, str(lake), T, version).items()}
+
+
 def simple_stream(partitions: int = 2) -> tuple[Stream, int]:
     s = Stream(topic="cdc", partitions=partitions)
     s.create_table(SIMPLE, s.tso(1))
@@ -137,6 +141,14 @@ def test_replayed_suffix_after_a_later_update_does_not_regress(spark, run, lake)
     stream.watermark(stream.tso(t + 5))
     run(stream)
     assert rows(spark, lake) == {1: {"id": 1, "v": "c"}}
+    # Never {1: b} again once the update to c is applied, in any Delta version.
+    history = DeltaTable.forPath(spark, f"{lake}/app/t").history().orderBy("version").collect()
+    seen_c = False
+    for entry in history:
+        got = rows_at(spark, lake, entry["version"])
+        seen_c = seen_c or got == {1: {"id": 1, "v": "c"}}
+        assert not (seen_c and got == {1: {"id": 1, "v": "b"}}), entry["version"]
+    assert seen_c
 
 
 def test_key_changing_update_split_across_partitions_and_a_key_swap(spark, run, lake):
