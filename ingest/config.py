@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest.errors import ConfigError
@@ -57,6 +58,21 @@ def _parse_partitions(text: str) -> frozenset[PartitionId]:
     if not result:
         raise ConfigError(f"partitions: no partition in {text!r}")
     return frozenset(result)
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def _choice(params: Mapping[str, str], key: str, kind: type[E], default: E) -> E:
+    """An enum-valued parameter; the error names the key, the value and every accepted value."""
+    value = params.get(key)
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except ValueError as exc:
+        accepted = ", ".join(str(member.value) for member in kind)
+        raise ConfigError(f"{key}: {value!r} is not supported; use one of: {accepted}") from exc
 
 
 @dataclass(frozen=True)
@@ -118,33 +134,15 @@ class IngestConfig:
         unknown = sorted(set(normalized) - known)
         if unknown:
             raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        try:
-            source = SourceKind(normalized.get("source", "files"))
-        except ValueError as exc:
-            raise ConfigError(f"source: {normalized['source']!r} is not one of: files") from exc
-        try:
-            protocol = Protocol(normalized.get("protocol", "canal-json"))
-        except ValueError as exc:
-            raise ConfigError(
-                f"protocol: {normalized['protocol']!r} is not supported; supported: canal-json"
-            ) from exc
+        source = _choice(normalized, "source", SourceKind, SourceKind.FILES)
+        protocol = _choice(normalized, "protocol", Protocol, Protocol.CANAL_JSON)
+        drop_table = _choice(normalized, "drop-table", DropTablePolicy, DropTablePolicy.ARCHIVE)
+        unknown_ddl = _choice(normalized, "unknown-ddl", UnknownDdlPolicy, UnknownDdlPolicy.FAIL)
         ratio_text = normalized.get("max-bad-ratio", "0")
         try:
             ratio = float(ratio_text)
         except ValueError as exc:
             raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
-        try:
-            drop_table = DropTablePolicy(normalized.get("drop-table", "archive"))
-        except ValueError as exc:
-            raise ConfigError(
-                f"drop-table: {normalized['drop-table']!r} is not one of: archive (keep the rows), delete"
-            ) from exc
-        try:
-            unknown_ddl = UnknownDdlPolicy(normalized.get("unknown-ddl", "fail"))
-        except ValueError as exc:
-            raise ConfigError(
-                f"unknown-ddl: {normalized['unknown-ddl']!r} is not one of: fail, skip (kept in ddl_history)"
-            ) from exc
         partitions = normalized.get("partitions")
         return cls(
             source=source,

@@ -39,7 +39,9 @@ def test_partitions_ranges_and_lists():
         ("partitions", "cdc", "expected 'topic:0,1"),
         ("max-bad-ratio", "2", r"must be in \[0, 1\]"),
         ("max-bad-ratio", "lots", "not a number"),
-        ("protocol", "open", "not supported"),
+        ("protocol", "open", "not supported; use one of: canal-json"),
+        ("drop-table", "purge", "'purge' is not supported; use one of: archive, delete"),
+        ("unknown-ddl", "ignore", "use one of: fail, skip"),
         ("table-name-template", "{db}.{table}", "may only use"),
     ],
 )
