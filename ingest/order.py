@@ -62,10 +62,14 @@ class Segment:
         ``high - 1``: upstream at ``high`` already includes the DDL (a TRUNCATE, say), which commits next."""
         return self.high - 1 if self.before_ddl else self.high
 
+    @property
+    def first_ts(self) -> int:
+        """The smallest commit_ts the segment admits (commit_ts is an integer TSO)."""
+        return self.low if self.low_inclusive else self.low + 1
+
     def admits(self, commit_ts: int) -> bool:
         """Whether a row at this commit_ts belongs to the segment."""
-        above = commit_ts >= self.low if self.low_inclusive else commit_ts > self.low
-        return above and commit_ts <= self.high
+        return self.first_ts <= commit_ts <= self.high
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,14 +58,11 @@ def _image(name: str, image: Column) -> Column:
 
 
 def segment_rows(dml: DataFrame, segment: Segment) -> DataFrame:
-    """The decoded DML rows of one table that fall into a segment."""
-    ts = F.col("commit_ts")
-    low = ts >= segment.low if segment.low_inclusive else ts > segment.low
+    """The decoded DML rows of one table that fall into a segment (``Segment.admits``, on executors)."""
     return dml.where(
         (F.col("database") == segment.table.schema)
         & (F.col("table") == segment.table.table)
-        & low
-        & (ts <= segment.high)
+        & F.col("commit_ts").between(segment.first_ts, segment.high)
     )
 
 
