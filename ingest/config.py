@@ -16,6 +16,14 @@ class Protocol(Enum):
     """The TiCDC protocol the changefeed writes."""
 
     CANAL_JSON = "canal-json"
+    SIMPLE = "simple"
+
+
+class SimpleEncoding(Enum):
+    """The Simple protocol's ``encoding-format``."""
+
+    JSON = "json"
+    AVRO = "avro"
 
 
 class SourceKind(Enum):
@@ -82,6 +90,7 @@ class IngestConfig:
     input_path: str
     target_path: str
     protocol: Protocol = Protocol.CANAL_JSON
+    simple_encoding: SimpleEncoding = SimpleEncoding.JSON
     source: SourceKind = SourceKind.FILES
     state_path: str = ""
     timezone: str = "UTC"
@@ -128,7 +137,7 @@ class IngestConfig:
         known = {
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
-            "unknown-ddl",
+            "unknown-ddl", "simple-encoding",
         }  # fmt: skip
         normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
         unknown = sorted(set(normalized) - known)
@@ -136,6 +145,11 @@ class IngestConfig:
             raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         source = _choice(normalized, "source", SourceKind, SourceKind.FILES)
         protocol = _choice(normalized, "protocol", Protocol, Protocol.CANAL_JSON)
+        simple_encoding = _choice(normalized, "simple-encoding", SimpleEncoding, SimpleEncoding.JSON)
+        if "simple-encoding" in normalized and protocol is not Protocol.SIMPLE:
+            raise ConfigError(
+                "simple-encoding applies to --protocol simple only; remove it or set the protocol"
+            )
         drop_table = _choice(normalized, "drop-table", DropTablePolicy, DropTablePolicy.ARCHIVE)
         unknown_ddl = _choice(normalized, "unknown-ddl", UnknownDdlPolicy, UnknownDdlPolicy.FAIL)
         ratio_text = normalized.get("max-bad-ratio", "0")
@@ -148,6 +162,7 @@ class IngestConfig:
             source=source,
             input_path=normalized.get("input", ""),
             protocol=protocol,
+            simple_encoding=simple_encoding,
             target_path=normalized.get("target-path", ""),
             state_path=normalized.get("state-path", ""),
             timezone=normalized.get("timezone", "UTC"),

@@ -106,6 +106,9 @@ class ColumnType:
 
     def __str__(self) -> str:
         text = self.kind.value
+        if self.elements:
+            # ENUM/SET keep their members: the mirror turns indexes and bitmasks into labels with them.
+            return text + "(" + ",".join("'" + e.replace("'", "''") + "'" for e in self.elements) + ")"
         if self.kind is ColumnKind.DECIMAL and self.precision is not None:
             text += f"({self.precision},{self.scale or 0})"
         elif self.length is not None:
@@ -180,6 +183,8 @@ class TableSignature:
     min_commit_ts: int
     max_commit_ts: int
     rows: int
+    # Simple protocol: the schema version the rows name (their types come from the schema cache).
+    schema_version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,18 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import buffer, ddl_history, order, progress, quarantine
+from ingest import buffer, ddl_history, order, progress, quarantine, schema_cache
 from ingest.apply import schema as apply_schema
+from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
-from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
+from ingest.config import DropTablePolicy, IngestConfig, Protocol, UnknownDdlPolicy
 from ingest.decode import canal_json as cj
+from ingest.decode import simple as sp
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError, DecodeError, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import (
@@ -37,7 +40,16 @@ from ingest.model import (
 )
 from ingest.plan import schema as plan_schema
 from ingest.source import files
-from ingest.spark_decode import KIND_BAD, KIND_DDL, KIND_DML, KIND_FATAL, KIND_WATERMARK, decode_canal_json
+from ingest.spark_decode import (
+    CONTROL_KINDS,
+    KIND_BAD,
+    KIND_DDL,
+    KIND_DML,
+    KIND_FATAL,
+    KIND_WATERMARK,
+    decode_canal_json,
+    decode_simple_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -107,11 +119,17 @@ def process_batch(
     buffered = buffer.read_buffer(spark, config.state_path, config.stream_id)
     if buffered is not None:
         messages = messages.unionByName(buffered).dropDuplicates(["topic", "partition", "offset"])
-    decoded = decode_canal_json(messages).persist()
+    decoded = _decode(messages, config).persist()
     try:
         return _process(spark, decoded, config, committed, run_id, started)
     finally:
         decoded.unpersist()
+
+
+def _decode(messages: DataFrame, config: IngestConfig) -> DataFrame:
+    if config.protocol is Protocol.SIMPLE:
+        return decode_simple_json(messages)
+    return decode_canal_json(messages)
 
 
 def _process(
@@ -122,7 +140,7 @@ def _process(
     run_id: int,
     started: float,
 ) -> BatchResult:
-    _stop_on_fatal(decoded)
+    _stop_on_fatal(decoded, config.protocol)
     ranges = _partition_ranges(decoded)
     records = sum(r.records for r in ranges.values())
     _check_partitions(config, ranges, committed)
@@ -138,7 +156,12 @@ def _process(
         logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
     _check_bad_ratio(config, bad, records)
 
-    ddls, watermarks = _control_events(decoded)
+    ddls, watermarks, announced = _control_events(decoded, config.protocol)
+    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema] = {}
+    if config.protocol is Protocol.SIMPLE:
+        schemas = schema_cache.load(spark, config.state_path, config.stream_id)
+        fresh = [s for s in announced if (s.table, s.version) not in schemas]
+        schemas.update({(s.table, s.version): s for s in fresh})
     watermark_by_partition = order.advance_watermarks(committed.watermarks, watermarks)
     partition_set = config.partitions or (
         (set(ranges) - {NO_PARTITION}) | set(committed.watermarks) | set(committed.resume)
@@ -151,7 +174,11 @@ def _process(
         )
 
     dml = decoded.where(F.col("kind") == KIND_DML)
-    signatures = _signatures(dml)
+    signatures = _simple_signatures(dml) if config.protocol is Protocol.SIMPLE else _signatures(dml)
+    # Simple rows whose schema version no BOOTSTRAP or DDL has announced yet wait, and hold their table's
+    # apply bound just below the first of them: nothing after them may be applied before them.
+    parked = _parked(signatures, schemas)
+    bounds = {t: min(g, ts - 1) for t, ts in parked.items()}
     # A DDL belongs to every table it changes: a rename to its source and its target, DROP DATABASE to
     # each known table of that database. Each table admits and records it on its own (R4, per object).
     known = set(committed.tables) | {s.table for s in signatures} | {d.table for d in ddls if d.table.table}
@@ -173,13 +200,22 @@ def _process(
     conversion_bad = 0
     for table in tables:
         report, state = _apply_table(
-            spark, config, table, dml, signatures, by_table.get(table, []), g, committed, run_id
+            spark,
+            config,
+            table,
+            dml,
+            signatures,
+            by_table.get(table, []),
+            bounds.get(table, g),
+            committed,
+            run_id,
+            schemas,
         )
         reports[table], states[table] = report, state
         conversion_bad += report.quarantined
     _check_bad_ratio(config, bad + conversion_bad, records)
 
-    pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & (F.col("commit_ts") > g))
+    pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
     pending_rows = _pending_rows(pending)
     for table, count in pending_rows.items():
         reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
@@ -195,6 +231,9 @@ def _process(
         tables=states,
         pending_rows=pending_rows,
     )
+    if config.protocol is Protocol.SIMPLE:
+        # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
+        schema_cache.add(spark, config.state_path, config.stream_id, fresh)
     progress.commit_progress(spark, config.state_path, config.stream_id, new_progress)
     result = BatchResult(run_id, records, g, bad + conversion_bad, reports, time.monotonic() - started)
     for report in reports.values():
@@ -203,11 +242,13 @@ def _process(
     return result
 
 
-def _stop_on_fatal(decoded: DataFrame) -> None:
+def _stop_on_fatal(decoded: DataFrame, protocol: Protocol) -> None:
     fatal = decoded.where(F.col("kind") == KIND_FATAL).select("topic", "partition", "offset", "error").first()
     if fatal is not None:
         position = Position(fatal["topic"], fatal["partition"], fatal["offset"])
-        raise ConfigError(f"{cj.PROTOCOL}: {fatal['error']} (first seen at {position}); nothing was applied")
+        raise ConfigError(
+            f"{protocol.value}: {fatal['error']} (first seen at {position}); nothing was applied"
+        )
 
 
 @dataclass(frozen=True)
@@ -281,27 +322,65 @@ def _check_bad_ratio(config: IngestConfig, bad: int, records: int) -> None:
         )
 
 
-def _control_events(decoded: DataFrame) -> tuple[list[DdlEvent], list[Watermark]]:
+def _control_events(
+    decoded: DataFrame, protocol: Protocol
+) -> tuple[list[DdlEvent], list[Watermark], list[sp.VersionedSchema]]:
+    """DDLs, watermarks and (Simple) announced table schemas: the only records that reach the driver."""
     rows = (
-        decoded.where(F.col("kind").isin(KIND_DDL, KIND_WATERMARK))
-        .select("topic", "partition", "offset", "kind", "database", "table", "type", "commit_ts", "sql")
+        decoded.where(F.col("kind").isin(*CONTROL_KINDS))
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            "kind",
+            "database",
+            "table",
+            "type",
+            "commit_ts",
+            "sql",
+            "table_schema",
+            "pre_table_schema",
+        )
         .collect()
     )
     ddls: list[DdlEvent] = []
     watermarks: list[Watermark] = []
+    schemas: list[sp.VersionedSchema] = []
     for row in rows:
         position = Position(row["topic"], row["partition"], row["offset"])
-        fields = {
-            cj.FIELD_DATABASE: row["database"],
-            cj.FIELD_TABLE: row["table"],
-            cj.FIELD_TYPE: row["type"],
-            cj.FIELD_SQL: row["sql"],
-            cj.FIELD_IS_DDL: row["kind"] == KIND_DDL,
-            cj.FIELD_TIDB: {cj.TIDB_COMMIT_TS: row["commit_ts"], cj.TIDB_WATERMARK_TS: row["commit_ts"]},
-        }
-        event = cj.control_event(fields, position)
-        (ddls if isinstance(event, DdlEvent) else watermarks).append(event)  # type: ignore[arg-type]
-    return ddls, watermarks
+        if protocol is Protocol.SIMPLE:
+            fields = {
+                sp.FIELD_TYPE: row["type"],
+                sp.FIELD_COMMIT_TS: row["commit_ts"],
+                sp.FIELD_SQL: row["sql"],
+                sp.FIELD_TABLE_SCHEMA: row["table_schema"],
+                sp.FIELD_PRE_TABLE_SCHEMA: row["pre_table_schema"],
+            }
+            event = sp.control_event(fields, position)
+            if row["kind"] != KIND_WATERMARK:
+                schemas.extend(sp.schemas_of(fields))
+            if isinstance(event, sp.Bootstrap):
+                continue
+        else:
+            event = cj.control_event(
+                {
+                    cj.FIELD_DATABASE: row["database"],
+                    cj.FIELD_TABLE: row["table"],
+                    cj.FIELD_TYPE: row["type"],
+                    cj.FIELD_SQL: row["sql"],
+                    cj.FIELD_IS_DDL: row["kind"] == KIND_DDL,
+                    cj.FIELD_TIDB: {
+                        cj.TIDB_COMMIT_TS: row["commit_ts"],
+                        cj.TIDB_WATERMARK_TS: row["commit_ts"],
+                    },
+                },
+                position,
+            )
+        if isinstance(event, DdlEvent):
+            ddls.append(event)
+        else:
+            watermarks.append(event)
+    return ddls, watermarks, schemas
 
 
 def _apply_schema_level_ddl(ddl: DdlEvent, g: int) -> None:
@@ -348,6 +427,54 @@ def _signatures(dml: DataFrame) -> list[TableSignature]:
     return result
 
 
+def _simple_signatures(dml: DataFrame) -> list[TableSignature]:
+    rows = (
+        dml.groupBy("database", "table", "schema_version")
+        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
+        .collect()
+    )
+    return [
+        TableSignature(
+            table=TableId(r["database"], r["table"]),
+            mysql_types=(),
+            pk_names=(),
+            min_commit_ts=int(r["lo"]),
+            max_commit_ts=int(r["hi"]),
+            rows=int(r["n"]),
+            schema_version=int(r["schema_version"]),
+        )
+        for r in rows
+    ]
+
+
+def _parked(
+    signatures: list[TableSignature], schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema]
+) -> dict[TableId, int]:
+    """Per table, the first commit_ts of rows whose schema version is unknown (Simple only)."""
+    parked: dict[TableId, int] = {}
+    for s in signatures:
+        if s.schema_version is not None and (s.table, s.schema_version) not in schemas:
+            parked[s.table] = min(parked.get(s.table, s.min_commit_ts), s.min_commit_ts)
+            logger.warning(
+                "%s: %d row(s) name schema version %d, which no BOOTSTRAP or DDL has announced yet; "
+                "they wait, and the table is applied only up to commitTs %d",
+                s.table,
+                s.rows,
+                s.schema_version,
+                s.min_commit_ts - 1,
+            )
+    return parked
+
+
+def _above_bound(g: int, bounds: dict[TableId, int]) -> SparkColumn:
+    """Rows and DDLs not applied by this batch: above G, or above their own table's lower bound."""
+    condition = F.col("commit_ts") > g
+    for table, bound in bounds.items():
+        mine = (F.col("database") == table.schema) & (F.col("table") == table.table)
+        condition = condition | (mine & (F.col("commit_ts") > bound))
+    return condition
+
+
 def _apply_table(
     spark: SparkSession,
     config: IngestConfig,
@@ -358,7 +485,9 @@ def _apply_table(
     g: int,
     committed: progress.Progress,
     run_id: int,
+    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
 ) -> tuple[TableReport, TableState]:
+    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound)."""
     path = config.table_path(table.schema, table.table)
     state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
     seen: set[tuple[int, str]] = set()
@@ -375,7 +504,7 @@ def _apply_table(
             state = _apply_ddl(spark, config, table, path, step.ddl, state, run_id)
             report.ddls.append(step.ddl.sql)
         else:
-            state = _apply_segment(spark, config, path, step, dml, mine, state, run_id, report)
+            state = _apply_segment(spark, config, path, step, dml, mine, state, run_id, report, schemas)
         report.applied_ts = state.applied_ts
     if config.table_name_template and apply_schema.table_exists(spark, path):
         name = config.catalog_name(table.schema, table.table)
@@ -515,20 +644,28 @@ def _apply_segment(
     state: TableState,
     run_id: int,
     report: TableReport,
+    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
 ) -> TableState:
     table = segment.table
     in_range = [s for s in signatures if s.max_commit_ts >= segment.low and s.min_commit_ts <= segment.high]
     if not in_range:
         return state  # no row of this table falls into the segment; the next step moves A_T
+    simple = config.protocol is Protocol.SIMPLE
     if not apply_schema.table_exists(spark, path):
-        _create_from_dml(spark, path, table, in_range, state, run_id)
+        if simple:
+            _create_from_schema_cache(spark, path, table, in_range, schemas, state, run_id)
+        else:
+            _create_from_dml(spark, path, table, in_range, state, run_id)
     rows = segment_rows(dml, segment)
-    _add_columns_seen_in_dml(spark, config, path, table, in_range, rows, state, run_id)
+    if not simple:
+        # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
+        _add_columns_seen_in_dml(spark, config, path, table, in_range, rows, state, run_id)
     info = apply_schema.table_info(spark, path)
     schema, key = info.schema, info.key
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
-    changes = normalize(rows, schema, key, config.timezone).persist()
+    binary = BinaryText.BASE64 if simple else BinaryText.LATIN1
+    changes = normalize(rows, schema, key, config.timezone, binary).persist()
     try:
         bad = changes.where(F.col(BAD_COLUMN) != "")
         bad_count = bad.count()
@@ -609,6 +746,33 @@ def _create_from_dml(
     logger.warning(
         "%s: created from DML column types (no CREATE TABLE seen); DECIMAL precision may be unknown", table
     )
+
+
+def _create_from_schema_cache(
+    spark: SparkSession,
+    path: str,
+    table: TableId,
+    signatures: list[TableSignature],
+    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    state: TableState,
+    run_id: int,
+) -> None:
+    """A Simple table never created by a DDL in the stream: its schema as the earliest row names it."""
+    first = min(signatures, key=lambda s: s.min_commit_ts)
+    entry = schemas[(table, first.schema_version or 0)]
+    if not entry.schema.key:
+        raise SchemaChangeRejected(
+            f"{table}: schema version {entry.version} has neither a primary key nor a NOT NULL unique "
+            "index, so the mirror has no merge key"
+        )
+    apply_schema.create_table(
+        spark,
+        path,
+        table,
+        entry.schema,
+        state_to_metadata(state, run_id=run_id, step="create", consistent=False),
+    )
+    logger.info("%s: created from the announced schema version %d", table, entry.version)
 
 
 def _add_columns_seen_in_dml(

@@ -1,9 +1,11 @@
-"""A tiny upstream TiDB and the TiCDC Canal-JSON stream it produces. Pure; used by the demo and the tests.
+"""A tiny upstream TiDB and the TiCDC stream it produces. Pure; used by the demo and the tests.
 
-``Stream`` records committed changes as TiCDC would emit them with ``enable-tidb-extension=true``:
-one Kafka record per event, rows routed to partitions by key hash (``index-value`` dispatch), DDL on
-partition 0 only, watermarks broadcast to every partition. It also keeps its own model of the upstream
-tables, so a test can ask for the upstream state at any TSO without trusting the code under test.
+``Stream`` records committed changes as TiCDC would emit them, in Canal-JSON (``enable-tidb-extension=true``:
+DDL on partition 0 only) or in the Simple protocol, JSON flavour (DDL broadcast to every partition, a
+BOOTSTRAP ahead of a table's first row on every partition, rows naming their schema version): one Kafka
+record per event, rows routed to partitions by key hash (``index-value`` dispatch), watermarks broadcast to
+every partition. It also keeps its own model of the upstream tables, so a test can ask for the upstream
+state at any TSO without trusting the code under test.
 
 ``build_sample()`` is the bundled demo stream; ``python -m ingest.sample DIR`` writes it.
 """
@@ -25,6 +27,7 @@ from zoneinfo import ZoneInfo
 import orjson
 
 from ingest.decode import canal_json as cj
+from ingest.decode import simple as sp
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.decode.mysql_types import parse_mysql_type
 from ingest.model import Column, ColumnKind, ColumnType, TableId, TableSchema, tso_from_datetime
@@ -55,6 +58,58 @@ def wire_text(value: Any, column_type: ColumnType, tz: ZoneInfo) -> str | None:
     if kind is ColumnKind.DATE:
         return value.isoformat() if isinstance(value, date) else str(value)
     return str(value)
+
+
+def simple_wire_value(value: Any, column_type: ColumnType, tz_name: str) -> Any:
+    """A Python value as the Simple protocol's JSON flavour puts it in ``data``/``old`` (§3.8)."""
+    if value is None:
+        return None
+    kind = column_type.kind
+    if kind in (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB):
+        return sp.binary_to_wire(bytes(value))
+    if kind is ColumnKind.TIMESTAMP:
+        return {
+            sp.TIMESTAMP_LOCATION: tz_name,
+            sp.TIMESTAMP_VALUE: wire_text(value, column_type, ZoneInfo(tz_name)),
+        }
+    return wire_text(value, column_type, ZoneInfo(tz_name))
+
+
+_BINARY_KINDS = (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB)
+_TEXT_KINDS = (ColumnKind.CHAR, ColumnKind.VARCHAR, ColumnKind.TEXT, ColumnKind.ENUM, ColumnKind.SET)
+
+
+def simple_data_type(column_type: ColumnType) -> dict[str, Any]:
+    """A ColumnType as a Simple ``dataType`` object (JSON flavour: zero/false/empty fields omitted)."""
+    kind = column_type.kind
+    text = kind in _TEXT_KINDS
+    result: dict[str, Any] = {
+        "mysqlType": kind.value,
+        "charset": "utf8mb4" if text else "binary",
+        "collate": "utf8mb4_bin" if text else "binary",
+    }
+    if kind is ColumnKind.DECIMAL:
+        result["length"] = column_type.precision or 10
+        if column_type.scale:
+            result["decimal"] = column_type.scale
+    elif kind in (ColumnKind.DATETIME, ColumnKind.TIMESTAMP, ColumnKind.TIME):
+        result["length"] = 19
+        if column_type.length:
+            result["decimal"] = column_type.length
+    elif column_type.length:
+        result["length"] = column_type.length
+    if column_type.elements:
+        result["elements"] = list(column_type.elements)
+    if column_type.unsigned:
+        result["unsigned"] = True
+    return result
+
+
+def _default_value(column: Column) -> Any:
+    if not column.has_default or column.default is None:
+        return None
+    text = column.default
+    return text[1:-1].replace("''", "'") if text.startswith("'") and text.endswith("'") else text
 
 
 def _shortest_float32(value: float) -> str:
@@ -128,7 +183,7 @@ class _Change:
 
 @dataclass
 class Stream:
-    """Builds a TiCDC Canal-JSON stream and remembers the upstream truth."""
+    """Builds a TiCDC stream (Canal-JSON, or Simple JSON) and remembers the upstream truth."""
 
     topic: str = "tidb_cdc"
     partitions: int = 2
@@ -140,6 +195,9 @@ class Stream:
     _changes: list[_Change] = field(default_factory=list)
     _clock_ms: int = 0
     _announced: dict[int, int] = field(default_factory=dict)
+    protocol: str = "canal-json"  # or "simple"
+    _versions: dict[TableId, int] = field(default_factory=dict)
+    _bootstrapped: set[TableId] = field(default_factory=set)
 
     # -- time -------------------------------------------------------------------------------------------
     def tso(self, seconds: float) -> int:
@@ -177,15 +235,78 @@ class Stream:
             self.append_raw(partition, base64.b64decode(record["value"]) if record["value"] else None)
 
     # -- DDL ---------------------------------------------------------------------------------------------
-    def ddl(self, schema: str, table: str, sql: str, ts: int, ddl_type: str = "QUERY") -> None:
-        """A DDL message on partition 0, and its effect on the upstream model."""
+    def ddl(
+        self, schema: str, table: str, sql: str, ts: int, ddl_type: str = "QUERY", change: Any = None
+    ) -> None:
+        """A DDL message (Canal-JSON: on partition 0; Simple: on every partition) and its effect on the model.
+
+        ``change`` updates the model for DDLs other than CREATE TABLE, before the post-DDL schema is taken.
+        """
         statement = parse_ddl(sql, schema)
+        table_id = TableId(schema, table)
+        pre = self._simple_table_schema(table_id) if table_id in self._tables else None
         if isinstance(statement, CreateTable):
             ddl_type = "CREATE"
+            table_id = statement.table
+            pre = None
             self._tables[statement.table] = _Table(
                 statement.schema, {c.name: c.type for c in statement.schema.columns}
             )
-        self.append_message(0, self._envelope(schema, table, ddl_type, ts, sql=sql, is_ddl=True))
+        self._emit_ddl(table_id, sql, ts, ddl_type, pre, change)
+
+    def _emit_ddl(
+        self,
+        table: TableId,
+        sql: str,
+        ts: int,
+        ddl_type: str,
+        pre: dict[str, Any] | None,
+        change: Any = None,
+    ) -> None:
+        if change is not None:
+            change()
+        if self.protocol != "simple":
+            self.append_message(
+                0, self._envelope(table.schema, table.table, ddl_type, ts, sql=sql, is_ddl=True)
+            )
+            return
+        message: dict[str, Any] = {
+            "version": 1, "type": ddl_type, "sql": sql, "commitTs": ts, "buildTs": (ts >> 18) + 3,
+        }  # fmt: skip
+        if table in self._tables and table.table:
+            self._versions[table] = ts
+            message["tableSchema"] = self._simple_table_schema(table)
+            if pre is not None:
+                message["preTableSchema"] = pre
+        for p in range(self.partitions):
+            self.append_message(p, message)
+
+    def _simple_table_schema(self, table: TableId) -> dict[str, Any]:
+        entry = self._tables[table]
+        return {
+            "schema": table.schema,
+            "table": table.table,
+            "tableID": 100 + sorted(self._tables).index(table),
+            "version": self._versions.get(table, 1),
+            "columns": [
+                {
+                    "name": c.name,
+                    "dataType": simple_data_type(entry.columns[c.name]),
+                    "nullable": c.nullable,
+                    "default": _default_value(c),
+                }
+                for c in entry.schema.columns
+            ],
+            "indexes": [
+                {
+                    "name": "primary",
+                    "unique": True,
+                    "primary": True,
+                    "nullable": False,
+                    "columns": list(entry.schema.key),
+                },
+            ],
+        }
 
     def create_table(self, sql: str, ts: int) -> TableId:
         statement = parse_ddl(sql, "")
@@ -197,12 +318,15 @@ class Stream:
         self, table: TableId, sql: str, ts: int, name: str, type_text: str, default: Any = None
     ) -> None:
         """ALTER TABLE ... ADD COLUMN; existing rows read ``default`` upstream afterwards."""
-        self.ddl(table.schema, table.table, sql, ts, "ALTER")
-        entry = self._tables[table]
-        column_type = parse_mysql_type(type_text)
-        entry.columns[name] = column_type
-        entry.added_at[name] = ts
-        entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
+
+        def change() -> None:
+            entry = self._tables[table]
+            column_type = parse_mysql_type(type_text)
+            entry.columns[name] = column_type
+            entry.added_at[name] = ts
+            entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
+
+        self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
         self._changes.append(
             _Change(ts, len(self._changes), table, "add_column", column=name, default=default)
         )
@@ -243,11 +367,13 @@ class Stream:
     def watermark(self, ts: int, partitions: Sequence[int] | None = None) -> None:
         for p in range(self.partitions) if partitions is None else partitions:
             self._announced[p] = max(self._announced.get(p, 0), ts)
-            message = {
+            message: dict[str, Any] = {
                 "id": 0, "database": "", "table": "", "pkNames": None, "isDdl": False,
                 "type": cj.TYPE_WATERMARK, "es": ts >> 18, "ts": (ts >> 18) + 5, "sql": "", "sqlType": None,
                 "mysqlType": None, "data": None, "old": None, "_tidb": {cj.TIDB_WATERMARK_TS: ts},
             }  # fmt: skip
+            if self.protocol == "simple":
+                message = {"version": 1, "type": sp.TYPE_WATERMARK, "commitTs": ts, "buildTs": (ts >> 18) + 5}
             self.append_message(p, message)
 
     # -- truth -------------------------------------------------------------------------------------------
@@ -305,6 +431,9 @@ class Stream:
         names = list(entry.columns)
         if partition is None:
             partition = self._dispatch(table, entry.key_of(data))
+        if self.protocol == "simple":
+            self._emit_simple(table, typ, data, old, ts, partition)
+            return
         message = self._envelope(table.schema, table.table, typ, ts)
         message.update(
             pkNames=list(entry.schema.key),
@@ -315,6 +444,34 @@ class Stream:
             if old is not None
             else None,
         )
+        self.append_message(partition, message)
+
+    def _emit_simple(
+        self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int
+    ) -> None:
+        if table not in self._bootstrapped:
+            # TiCDC queues a BOOTSTRAP ahead of a table's first row, to every partition (§3.9).
+            self._bootstrapped.add(table)
+            bootstrap = {"version": 1, "type": sp.TYPE_BOOTSTRAP, "commitTs": 0, "buildTs": (ts >> 18) + 1,
+                         "tableSchema": self._simple_table_schema(table)}  # fmt: skip
+            for p in range(self.partitions):
+                self.append_message(p, bootstrap)
+        entry = self._tables[table]
+
+        def image(row: Row) -> dict[str, Any]:
+            return {n: simple_wire_value(row.get(n), entry.columns[n], self.tz_name) for n in entry.columns}
+
+        message: dict[str, Any] = {
+            "version": 1, "database": table.schema, "table": table.table,
+            "tableID": 100 + sorted(self._tables).index(table), "type": typ, "commitTs": ts,
+            "buildTs": (ts >> 18) + 3, "schemaVersion": self._versions.get(table, 1),
+        }  # fmt: skip
+        if typ == cj.TYPE_DELETE:
+            message["old"] = image(data)
+        else:
+            message["data"] = image(data)
+            if old is not None:
+                message["old"] = image(old)
         self.append_message(partition, message)
 
     def _dispatch(self, table: TableId, key: Key) -> int:
@@ -383,7 +540,7 @@ ADD_POINTS = (
 )
 
 
-def build_sample(timezone_name: str = "UTC") -> Stream:
+def build_sample(timezone_name: str = "UTC", protocol: str = "canal-json") -> Stream:
     """The bundled demo stream: two databases, four tables, two partitions, under a hundred records.
 
     Covers inserts, updates, deletes, a primary-key change (split into DELETE+INSERT at one commitTs),
@@ -391,7 +548,7 @@ def build_sample(timezone_name: str = "UTC") -> Stream:
     TIMESTAMP text in the changefeed's zone, and a tail of rows above the last watermark that must stay
     pending.
     """
-    s = Stream(topic="tidb_cdc", partitions=2, tz_name=timezone_name)
+    s = Stream(topic="tidb_cdc", partitions=2, tz_name=timezone_name, protocol=protocol)
     customers = s.create_table(CUSTOMERS, s.tso(1))
     orders = s.create_table(ORDERS, s.tso(2))
     items = s.create_table(ORDER_ITEMS, s.tso(3))

@@ -1,15 +1,19 @@
-"""TiDB types -> Spark/Delta types, and Canal-JSON wire text -> typed Spark columns.
+"""TiDB types -> Spark/Delta types, and JSON wire text (Canal-JSON, Simple) -> typed Spark columns.
 
 The only place that maps a ColumnType to a Spark type. Conversion of wire text is derived from the target
-column's Spark type alone, so the Delta table's own schema is the single source of truth at apply time.
+column's Spark type and the upstream type in its comment, so the Delta table's own schema is the single
+source of truth at apply time.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.model import ColumnKind, ColumnType
 
 # Spark's DECIMAL stops at 38 digits; wider TiDB DECIMALs (up to 65,30) are kept exactly as text.
@@ -58,25 +62,100 @@ def spark_type(column_type: ColumnType) -> T.DataType:
     return simple.get(kind, T.StringType())
 
 
-def from_wire(raw: Column, data_type: T.DataType, timezone: str) -> Column:
-    """Convert Canal-JSON wire text to a value of ``data_type``; null when it does not convert.
+COMMENT_PREFIX = "tidb: "
+# MySQL "zero" dates (0000-00-00, or a zero month or day) have no value in Spark's calendar; they land as
+# NULL, by design and documented, instead of sending the whole row to quarantine.
+_ZERO_DATE = r"(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)"
+_TWO_TO_64 = 18446744073709551616
 
-    Use :func:`conversion_failed` to tell a failed conversion from a SQL NULL.
+
+class BinaryText(Enum):
+    """How a protocol writes bytes as JSON text."""
+
+    LATIN1 = "latin-1"  # Canal-JSON: each byte is the code point of the same number (§2.7)
+    BASE64 = "base64"  # Simple JSON: standard padded base64 (§3.8)
+
+
+def column_type_of(field: T.StructField) -> ColumnType | None:
+    """The upstream type recorded in a mirrored column's comment (``tidb: enum('a','b')``), if readable."""
+    comment = (field.metadata or {}).get("comment") or ""
+    if not comment.startswith(COMMENT_PREFIX):
+        return None
+    try:
+        return parse_mysql_type(comment[len(COMMENT_PREFIX) :])
+    except UnknownTypeError:
+        return None
+
+
+def from_wire(
+    raw: Column,
+    data_type: T.DataType,
+    timezone: str,
+    *,
+    column_type: ColumnType | None = None,
+    binary: BinaryText = BinaryText.LATIN1,
+) -> Column:
+    """Convert JSON wire text to a value of ``data_type``; null when it does not convert.
+
+    ``column_type`` (from the column comment) lets ENUM indexes and SET bitmasks become labels, and BIT(64)
+    values that an Avro long wrapped negative come back unsigned. Use :func:`conversion_failed` to tell a
+    failed conversion from a SQL NULL.
     """
+    kind = column_type.kind if column_type is not None else None
+    if kind is ColumnKind.ENUM and column_type is not None and column_type.elements:
+        return _enum_label(raw, column_type.elements)
+    if kind is ColumnKind.SET and column_type is not None and column_type.elements:
+        return _set_labels(raw, column_type.elements)
     if isinstance(data_type, T.StringType):
         return raw
     if isinstance(data_type, T.BinaryType):
+        if binary is BinaryText.BASE64:
+            return F.try_to_binary(raw, F.lit("base64"))
         # ISO-8859-1 maps each code point U+0000..U+00FF back to its byte (ticdc-protocols.md §2.7).
         return F.encode(raw, "ISO-8859-1")
     if isinstance(data_type, T.TimestampType):
-        # TIMESTAMP text is local time in the TiCDC server's zone, with no marker on the wire.
-        return F.try_to_timestamp(F.concat(raw, F.lit(" "), F.lit(timezone)), F.lit(_TIMESTAMP_WITH_ZONE))
+        # TIMESTAMP text is local time in the TiCDC server's zone: Simple names the zone next to the value
+        # ({"location", "value"}); Canal-JSON and Avro do not, and the configured zone applies.
+        is_object = raw.startswith("{")
+        text = F.when(is_object, F.get_json_object(raw, "$.value")).otherwise(raw)
+        zone = F.when(is_object, F.get_json_object(raw, "$.location")).otherwise(F.lit(timezone))
+        value = F.try_to_timestamp(F.concat(text, F.lit(" "), zone), F.lit(_TIMESTAMP_WITH_ZONE))
+        return F.when(~text.rlike("^" + _ZERO_DATE), value)
+    if isinstance(data_type, T.DateType | T.TimestampNTZType):
+        return F.when(~raw.rlike("^" + _ZERO_DATE), raw.try_cast(data_type))
+    if kind is ColumnKind.BIT and isinstance(data_type, T.DecimalType):
+        wide = raw.try_cast(T.DecimalType(21, 0))
+        return F.when(wide < 0, wide + F.lit(_TWO_TO_64)).otherwise(wide).try_cast(data_type)
     return raw.try_cast(data_type)
+
+
+def _enum_label(raw: Column, elements: tuple[str, ...]) -> Column:
+    # 1-based index; 0 is MySQL's empty "invalid" value. Text that is not a number is already a label.
+    index = raw.try_cast(T.IntegerType())
+    labels = F.array(*[F.lit(e) for e in elements])
+    return (
+        F.when(index.isNull(), raw)
+        .when(index == 0, F.lit(""))
+        .when((index > 0) & (index <= len(elements)), F.try_element_at(labels, index))
+    )
+
+
+def _set_labels(raw: Column, elements: tuple[str, ...]) -> Column:
+    # Bit i of the mask set <=> the i-th member (0-based) is in the set; labels in definition order.
+    mask = raw.try_cast(T.LongType())
+    chosen = F.array(
+        *[F.when(F.shiftright(mask, i).bitwiseAND(F.lit(1)) == 1, F.lit(e)) for i, e in enumerate(elements)]
+    )
+    fits = F.shiftright(mask, len(elements)) == 0 if len(elements) < 63 else F.lit(True)
+    return F.when(mask.isNull(), raw).when((mask >= 0) & fits, F.array_join(chosen, ","))
 
 
 def conversion_failed(raw: Column, typed: Column, data_type: T.DataType) -> Column:
     """True where the wire had a value that did not survive conversion exactly."""
     failed = raw.isNotNull() & typed.isNull()
+    if isinstance(data_type, T.DateType | T.TimestampNTZType | T.TimestampType):
+        zero = raw.rlike("^" + _ZERO_DATE) | raw.rlike('"value" ?: ?"' + _ZERO_DATE)
+        failed = failed & ~F.coalesce(zero, F.lit(False))
     if isinstance(data_type, T.DecimalType):
         # Spark rounds extra fraction digits silently; a value with more scale than the column is bad input.
         too_fine = raw.rlike(rf"\.\d{{{data_type.scale}}}\d*[1-9]")

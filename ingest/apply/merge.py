@@ -66,7 +66,13 @@ def segment_rows(dml: DataFrame, segment: Segment) -> DataFrame:
     )
 
 
-def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timezone: str) -> DataFrame:
+def normalize(
+    rows: DataFrame,
+    schema: T.StructType,
+    key: tuple[str, ...],
+    timezone: str,
+    binary: convert.BinaryText = convert.BinaryText.LATIN1,
+) -> DataFrame:
     """R2: one row per change with typed columns, a rank, and the names of columns that did not convert."""
     data, old = F.col("data"), F.col("old")
     before = F.when(old.isNull(), data).otherwise(
@@ -99,7 +105,9 @@ def normalize(rows: DataFrame, schema: T.StructType, key: tuple[str, ...], timez
     problems: list[Column] = []
     for field in schema.fields:
         raw = _image(field.name, image)
-        value = convert.from_wire(raw, field.dataType, timezone)
+        value = convert.from_wire(
+            raw, field.dataType, timezone, column_type=convert.column_type_of(field), binary=binary
+        )
         typed.append(value.alias(field.name))
         failed = convert.conversion_failed(raw, value, field.dataType)
         if field.name in key:

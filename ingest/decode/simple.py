@@ -1,0 +1,264 @@
+"""TiCDC Simple protocol (JSON and Avro flavours): wire names and pure decoding of schemas and control events.
+
+See ticdc-protocols.md §3. Row messages carry no column types: they name a ``schemaVersion``, and the types
+come from BOOTSTRAP and DDL messages (``tableSchema`` / ``preTableSchema``), which the mirror keeps in a
+schema cache keyed by (database, table, version). Row data is decoded on Spark executors by
+``ingest.spark_decode``; only control messages and table schemas are turned into model objects here.
+
+The Avro flavour is decoded into the same field names as the JSON one (``schema`` for the database name of a
+table schema, values as JSON-flavour text), so everything after the executor-side decoding is shared.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ingest.decode.mysql_ddl import CreateDatabase, DropDatabase, parse_ddl
+from ingest.errors import DecodeError
+from ingest.model import Column, ColumnKind, ColumnType, DdlEvent, Position, TableId, TableSchema, Watermark
+
+PROTOCOL = "simple"
+
+FIELD_VERSION = "version"
+FIELD_TYPE = "type"
+FIELD_DATABASE = "database"
+FIELD_TABLE = "table"
+FIELD_TABLE_ID = "tableID"
+FIELD_COMMIT_TS = "commitTs"
+FIELD_BUILD_TS = "buildTs"
+FIELD_SCHEMA_VERSION = "schemaVersion"
+FIELD_SQL = "sql"
+FIELD_DATA = "data"
+FIELD_OLD = "old"
+FIELD_HANDLE_KEY_ONLY = "handleKeyOnly"
+FIELD_CLAIM_CHECK = "claimCheckLocation"
+FIELD_CHECKSUM = "checksum"
+FIELD_TABLE_SCHEMA = "tableSchema"
+FIELD_PRE_TABLE_SCHEMA = "preTableSchema"
+
+# TableSchema (JSON flavour; Avro calls the database field "database" and is renamed on decoding).
+SCHEMA_DATABASE = "schema"
+SCHEMA_DATABASE_AVRO = "database"
+SCHEMA_TABLE = "table"
+SCHEMA_VERSION = "version"
+SCHEMA_COLUMNS = "columns"
+SCHEMA_INDEXES = "indexes"
+COLUMN_NAME = "name"
+COLUMN_DATA_TYPE = "dataType"
+COLUMN_NULLABLE = "nullable"
+COLUMN_DEFAULT = "default"
+TYPE_MYSQL_TYPE = "mysqlType"
+TYPE_CHARSET = "charset"
+TYPE_COLLATE = "collate"
+TYPE_LENGTH = "length"
+TYPE_DECIMAL = "decimal"
+TYPE_ELEMENTS = "elements"
+TYPE_UNSIGNED = "unsigned"
+TYPE_ZEROFILL = "zerofill"
+INDEX_NAME = "name"
+INDEX_UNIQUE = "unique"
+INDEX_PRIMARY = "primary"
+INDEX_NULLABLE = "nullable"
+INDEX_COLUMNS = "columns"
+
+# TIMESTAMP values are objects {"location": <IANA zone>, "value": <local time text>} (§3.8).
+TIMESTAMP_LOCATION = "location"
+TIMESTAMP_VALUE = "value"
+
+TYPE_INSERT = "INSERT"
+TYPE_UPDATE = "UPDATE"
+TYPE_DELETE = "DELETE"
+TYPE_WATERMARK = "WATERMARK"
+TYPE_BOOTSTRAP = "BOOTSTRAP"
+DML_TYPES = (TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE)
+DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "TRUNCATE", "CINDEX", "DINDEX", "QUERY")
+
+# A column's JSON value is base64 iff its mysqlType says binary or blob: the rule of TiCDC's own decoder.
+# charset "binary" alone is not enough: numeric, temporal and JSON columns report it too (§3.8).
+BINARY_MARKERS = ("binary", "blob")
+
+_KIND_ALIASES = {
+    "tinytext": ColumnKind.TEXT,
+    "mediumtext": ColumnKind.TEXT,
+    "longtext": ColumnKind.TEXT,
+    "tinyblob": ColumnKind.BLOB,
+    "mediumblob": ColumnKind.BLOB,
+    "longblob": ColumnKind.BLOB,
+}
+_FSP_KINDS = (ColumnKind.DATETIME, ColumnKind.TIMESTAMP, ColumnKind.TIME)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedSchema:
+    """One entry of the schema cache: an upstream table as it was at one schema version."""
+
+    table: TableId
+    version: int
+    schema: TableSchema
+    # The schema as it came on the wire (JSON flavour field names), kept for the persisted cache.
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """A BOOTSTRAP message: TiCDC announces a table's current schema; it has no place in commit order."""
+
+    schema: VersionedSchema
+    position: Position
+
+
+def is_binary_mysql_type(mysql_type: str) -> bool:
+    lowered = mysql_type.lower()
+    return any(marker in lowered for marker in BINARY_MARKERS)
+
+
+def binary_to_wire(value: bytes) -> str:
+    """Binary column values are standard padded base64 in the JSON flavour."""
+    return base64.b64encode(value).decode("ascii")
+
+
+def column_type(data_type: Mapping[str, Any]) -> ColumnType:
+    """A TableSchema ``dataType`` -> ColumnType.
+
+    Raises:
+        ValueError: the mysqlType is not one we know.
+    """
+    name = str(data_type.get(TYPE_MYSQL_TYPE) or "").lower()
+    kind = _KIND_ALIASES.get(name)
+    if kind is None:
+        kind = ColumnKind(name)
+    unsigned = bool(data_type.get(TYPE_UNSIGNED))
+    length = data_type.get(TYPE_LENGTH)
+    decimal = data_type.get(TYPE_DECIMAL)
+    if kind in (ColumnKind.ENUM, ColumnKind.SET):
+        return ColumnType(kind, elements=tuple(data_type.get(TYPE_ELEMENTS) or ()))
+    if kind is ColumnKind.DECIMAL:
+        precision = int(length) if length and int(length) > 0 else 10
+        return ColumnType(kind, unsigned=unsigned, precision=precision, scale=int(decimal or 0))
+    if kind in _FSP_KINDS:
+        # JSON carries the fsp in "decimal"; the Avro flavour has no fsp for temporal types (§5 #5).
+        return ColumnType(kind, length=int(decimal) if decimal else None)
+    if kind in (ColumnKind.FLOAT, ColumnKind.DOUBLE, ColumnKind.JSON, ColumnKind.DATE, ColumnKind.YEAR):
+        return ColumnType(kind, unsigned=unsigned)
+    if kind in (ColumnKind.TEXT, ColumnKind.BLOB):
+        return ColumnType(kind)
+    return ColumnType(kind, unsigned=unsigned, length=int(length) if length and int(length) > 0 else None)
+
+
+def handle_key(indexes: list[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The handle key TiCDC uses: the primary index, else the NOT NULL unique index with fewest columns."""
+    for index in indexes:
+        if index.get(INDEX_PRIMARY):
+            return tuple(index.get(INDEX_COLUMNS) or ())
+    candidates = [
+        tuple(i.get(INDEX_COLUMNS) or ())
+        for i in indexes
+        if i.get(INDEX_UNIQUE) and not i.get(INDEX_NULLABLE) and i.get(INDEX_COLUMNS)
+    ]
+    return min(candidates, key=len) if candidates else ()
+
+
+def parse_table_schema(raw: Mapping[str, Any] | str) -> VersionedSchema:
+    """A ``tableSchema`` object (or its JSON text) -> VersionedSchema.
+
+    Raises:
+        ValueError: a required field is missing or a type is unknown.
+    """
+    obj: Mapping[str, Any] = orjson.loads(raw) if isinstance(raw, str) else raw
+    database = obj.get(SCHEMA_DATABASE, obj.get(SCHEMA_DATABASE_AVRO))
+    table = obj.get(SCHEMA_TABLE)
+    version = obj.get(SCHEMA_VERSION)
+    if database is None or table is None or version is None:
+        raise ValueError("tableSchema without schema, table or version")
+    columns = []
+    for column in obj.get(SCHEMA_COLUMNS) or ():
+        default = column.get(COLUMN_DEFAULT)
+        columns.append(
+            Column(
+                name=str(column[COLUMN_NAME]),
+                type=column_type(column.get(COLUMN_DATA_TYPE) or {}),
+                nullable=bool(column.get(COLUMN_NULLABLE, True)),
+                default=None if default is None else _default_literal(default),
+                has_default=default is not None,
+            )
+        )
+    key = handle_key(list(obj.get(SCHEMA_INDEXES) or ()))
+    normalized = dict(obj)
+    if SCHEMA_DATABASE not in normalized:
+        normalized[SCHEMA_DATABASE] = normalized.pop(SCHEMA_DATABASE_AVRO)
+    return VersionedSchema(
+        TableId(str(database), str(table)),
+        int(version),
+        TableSchema(tuple(columns), key),
+        orjson.dumps(normalized, option=orjson.OPT_SORT_KEYS).decode(),
+    )
+
+
+def _default_literal(value: Any) -> str:
+    # Column.default holds SQL literal text, as parsed from CREATE TABLE: quote strings, keep numbers.
+    if isinstance(value, bool | int | float):
+        return str(int(value) if isinstance(value, bool) else value)
+    text = str(value)
+    if text.upper().startswith("CURRENT_TIMESTAMP"):
+        return text
+    return "'" + text.replace("'", "''") + "'"
+
+
+def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | Watermark | Bootstrap:
+    """The model object of a WATERMARK, BOOTSTRAP or DDL message from its parsed top-level fields.
+
+    ``tableSchema`` / ``preTableSchema`` may be given as objects or JSON text.
+
+    Raises:
+        DecodeError: a required field is missing or malformed.
+    """
+    typ = fields.get(FIELD_TYPE)
+    commit_ts = fields.get(FIELD_COMMIT_TS)
+    try:
+        if typ == TYPE_WATERMARK:
+            if commit_ts is None:
+                raise DecodeError("WATERMARK without commitTs", protocol=PROTOCOL, position=position)
+            return Watermark(int(commit_ts), position)
+        table_schema = fields.get(FIELD_TABLE_SCHEMA)
+        if typ == TYPE_BOOTSTRAP:
+            if table_schema is None:
+                raise DecodeError("BOOTSTRAP without tableSchema", protocol=PROTOCOL, position=position)
+            return Bootstrap(parse_table_schema(table_schema), position)
+        if commit_ts is None:
+            raise DecodeError(f"DDL {typ!r} without commitTs", protocol=PROTOCOL, position=position)
+        sql = str(fields.get(FIELD_SQL) or "")
+        pre = fields.get(FIELD_PRE_TABLE_SCHEMA)
+        if table_schema is not None:
+            table = parse_table_schema(table_schema).table
+        elif pre is not None:
+            table = parse_table_schema(pre).table
+        else:
+            table = TableId(_database_of(sql), "")
+    except ValueError as exc:
+        raise DecodeError(f"bad {typ} message: {exc}", protocol=PROTOCOL, position=position) from exc
+    return DdlEvent(
+        table=table, commit_ts=int(commit_ts), sql=sql, ddl_type=str(typ or ""), position=position
+    )
+
+
+def _database_of(sql: str) -> str:
+    # Schema-level DDL names its database only inside the SQL (§3.4).
+    statement = parse_ddl(sql, "")
+    if isinstance(statement, CreateDatabase | DropDatabase):
+        return statement.schema
+    return ""
+
+
+def schemas_of(fields: Mapping[str, Any]) -> list[VersionedSchema]:
+    """Every table schema a control message carries, for the schema cache (post- and pre-DDL)."""
+    result = []
+    for name in (FIELD_TABLE_SCHEMA, FIELD_PRE_TABLE_SCHEMA):
+        raw = fields.get(name)
+        if raw is not None:
+            result.append(parse_table_schema(raw))
+    return result
