@@ -68,8 +68,20 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--protocol",
         default="canal-json",
-        choices=["canal-json"],
+        choices=["canal-json", "simple"],
         help="the changefeed's protocol; Canal-JSON needs enable-tidb-extension=true",
+    )
+    run.add_argument(
+        "--simple-encoding",
+        default=None,
+        choices=["json", "avro"],
+        help="the Simple protocol's encoding-format (default: json)",
+    )
+    run.add_argument(
+        "--compression",
+        default=None,
+        choices=["none", "lz4", "snappy"],
+        help="the changefeed's large-message-handle-compression (default: none)",
     )
     run.add_argument(
         "--target-path",
@@ -141,7 +153,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(Path(args.target_path), args.input)
         if args.command == "status":
             return _status(args.target_path, args.state_path, args.stream_id)
-        params = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in ("command", "verbose")}
+        params = {
+            k.replace("_", "-"): v
+            for k, v in vars(args).items()
+            if k not in ("command", "verbose") and v is not None
+        }
         return _run(IngestConfig.from_params(params))
     except IngestError as exc:
         logger.error("%s", exc)

@@ -8,6 +8,7 @@ from enum import Enum
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ingest.decode.compression import Compression
 from ingest.errors import ConfigError
 from ingest.model import PartitionId
 
@@ -91,6 +92,9 @@ class IngestConfig:
     target_path: str
     protocol: Protocol = Protocol.CANAL_JSON
     simple_encoding: SimpleEncoding = SimpleEncoding.JSON
+    compression: Compression = Compression.NONE
+    claim_check_path: str | None = None
+    claim_check_raw_value: bool = False
     source: SourceKind = SourceKind.FILES
     state_path: str = ""
     timezone: str = "UTC"
@@ -137,7 +141,8 @@ class IngestConfig:
         known = {
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
-            "unknown-ddl", "simple-encoding",
+            "unknown-ddl", "simple-encoding", "compression", "claim-check-path",
+            "claim-check-raw-value",
         }  # fmt: skip
         normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
         unknown = sorted(set(normalized) - known)
@@ -146,6 +151,10 @@ class IngestConfig:
         source = _choice(normalized, "source", SourceKind, SourceKind.FILES)
         protocol = _choice(normalized, "protocol", Protocol, Protocol.CANAL_JSON)
         simple_encoding = _choice(normalized, "simple-encoding", SimpleEncoding, SimpleEncoding.JSON)
+        compression = _choice(normalized, "compression", Compression, Compression.NONE)
+        raw_text = normalized.get("claim-check-raw-value", "false").lower()
+        if raw_text not in ("true", "false"):
+            raise ConfigError(f"claim-check-raw-value: {raw_text!r} is not true or false")
         if "simple-encoding" in normalized and protocol is not Protocol.SIMPLE:
             raise ConfigError(
                 "simple-encoding applies to --protocol simple only; remove it or set the protocol"
@@ -163,6 +172,9 @@ class IngestConfig:
             input_path=normalized.get("input", ""),
             protocol=protocol,
             simple_encoding=simple_encoding,
+            compression=compression,
+            claim_check_path=normalized.get("claim-check-path") or None,
+            claim_check_raw_value=raw_text == "true",
             target_path=normalized.get("target-path", ""),
             state_path=normalized.get("state-path", ""),
             timezone=normalized.get("timezone", "UTC"),

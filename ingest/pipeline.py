@@ -21,7 +21,7 @@ from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
-from ingest.config import DropTablePolicy, IngestConfig, Protocol, UnknownDdlPolicy
+from ingest.config import DropTablePolicy, IngestConfig, Protocol, SimpleEncoding, UnknownDdlPolicy
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
@@ -41,6 +41,7 @@ from ingest.model import (
 from ingest.plan import schema as plan_schema
 from ingest.source import files
 from ingest.spark_decode import (
+    CLAIM_CHECK,
     CONTROL_KINDS,
     KIND_BAD,
     KIND_DDL,
@@ -49,6 +50,8 @@ from ingest.spark_decode import (
     KIND_WATERMARK,
     decode_canal_json,
     decode_simple_json,
+    fetch_claim_checks,
+    prepare_payload,
 )
 
 logger = logging.getLogger(__name__)
@@ -119,17 +122,37 @@ def process_batch(
     buffered = buffer.read_buffer(spark, config.state_path, config.stream_id)
     if buffered is not None:
         messages = messages.unionByName(buffered).dropDuplicates(["topic", "partition", "offset"])
-    decoded = _decode(messages, config).persist()
+    decoded = _decode(spark, messages, config).persist()
     try:
         return _process(spark, decoded, config, committed, run_id, started)
     finally:
         decoded.unpersist()
 
 
-def _decode(messages: DataFrame, config: IngestConfig) -> DataFrame:
-    if config.protocol is Protocol.SIMPLE:
-        return decode_simple_json(messages)
-    return decode_canal_json(messages)
+def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> DataFrame:
+    simple = config.protocol is Protocol.SIMPLE
+    simple_avro = simple and config.simple_encoding is SimpleEncoding.AVRO
+    decoder = decode_simple_json if simple else decode_canal_json
+    prepared = prepare_payload(messages, config.compression, simple_avro=simple_avro)
+    decoded = decoder(prepared)
+    if config.claim_check_path is None:
+        return decoded
+    claims = decoded.where((F.col("kind") == KIND_FATAL) & F.col(CLAIM_CHECK).isNotNull()).select(
+        "topic", "partition", "offset", CLAIM_CHECK
+    )
+    if claims.isEmpty():
+        return decoded
+    resolved = fetch_claim_checks(
+        spark,
+        prepared,
+        claims,
+        config.claim_check_path,
+        config.claim_check_raw_value,
+        config.compression,
+        simple_avro,
+    )
+    logger.info("fetched %d claim-check message(s) from %s", claims.count(), config.claim_check_path)
+    return decoder(resolved)
 
 
 def _process(

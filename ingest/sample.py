@@ -16,6 +16,7 @@ import base64
 import hashlib
 import struct
 import sys
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -28,6 +29,7 @@ import orjson
 
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
+from ingest.decode.compression import Compression, compress
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.decode.mysql_types import parse_mysql_type
 from ingest.model import Column, ColumnKind, ColumnType, TableId, TableSchema, tso_from_datetime
@@ -43,6 +45,14 @@ def wire_text(value: Any, column_type: ColumnType, tz: ZoneInfo) -> str | None:
     kind = column_type.kind
     if kind in (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB):
         return cj.binary_to_wire(bytes(value))
+    if kind is ColumnKind.ENUM and isinstance(value, str):
+        # Upstream holds the label; the wire carries its 1-based index ("" is index 0).
+        return str(column_type.elements.index(value) + 1 if value else 0)
+    if kind is ColumnKind.SET and isinstance(value, str):
+        members = {m for m in value.split(",") if m}
+        return str(sum(1 << i for i, e in enumerate(column_type.elements) if e in members))
+    if isinstance(value, str):
+        return value  # e.g. zero dates ("0000-00-00"), TIME beyond 24h: sent verbatim
     if kind is ColumnKind.DECIMAL:
         scale = column_type.scale or 0
         return f"{Decimal(value):.{scale}f}"
@@ -73,6 +83,100 @@ def simple_wire_value(value: Any, column_type: ColumnType, tz_name: str) -> Any:
             sp.TIMESTAMP_VALUE: wire_text(value, column_type, ZoneInfo(tz_name)),
         }
     return wire_text(value, column_type, ZoneInfo(tz_name))
+
+
+_AVRO = "com.pingcap.simple.avro."
+_INTEGER_KINDS = (
+    ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT, ColumnKind.INT, ColumnKind.BIGINT,
+    ColumnKind.YEAR, ColumnKind.BIT,
+)  # fmt: skip
+
+
+def simple_avro_value(value: Any, column_type: ColumnType, tz_name: str) -> Any:
+    """A Python value as a Simple Avro ``data``/``old`` union branch (§3.8), as a fastavro (name, value)."""
+    if value is None:
+        return None
+    kind = column_type.kind
+    if kind is ColumnKind.BIGINT and column_type.unsigned:
+        wrapped = int(value) - (1 << 64) if int(value) >= 1 << 63 else int(value)
+        return (_AVRO + "UnsignedBigint", {"value": wrapped})
+    if kind is ColumnKind.BIT:
+        number = int(value)
+        return ("long", number - (1 << 64) if number >= 1 << 63 else number)
+    if kind in _INTEGER_KINDS:
+        return ("long", int(value))
+    if kind in (ColumnKind.ENUM, ColumnKind.SET):
+        return ("long", int(wire_text(value, column_type, ZoneInfo(tz_name)) or 0))
+    if kind is ColumnKind.FLOAT:
+        return ("float", float(value))
+    if kind is ColumnKind.DOUBLE:
+        return ("double", float(value))
+    if kind in (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB):
+        return ("bytes", bytes(value))
+    if kind is ColumnKind.TIMESTAMP:
+        return (_AVRO + "Timestamp", simple_wire_value(value, column_type, tz_name))
+    return ("string", wire_text(value, column_type, ZoneInfo(tz_name)))
+
+
+def _avro_table_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    def data_type(d: Mapping[str, Any]) -> dict[str, Any]:
+        numeric = d["charset"] == "binary" and d["mysqlType"] not in ("binary", "varbinary", "blob")
+        return {
+            "mysqlType": d["mysqlType"], "charset": d["charset"], "collate": d["collate"],
+            "length": d.get("length", -1),
+            "decimal": d.get("decimal") if d["mysqlType"] == "decimal" else None,
+            "elements": d.get("elements"),
+            "unsigned": bool(d.get("unsigned")) if numeric else None,
+            "zerofill": False if numeric else None,
+        }  # fmt: skip
+
+    return {
+        "database": schema["schema"], "table": schema["table"], "tableID": schema["tableID"],
+        "version": schema["version"],
+        "columns": [
+            {"name": c["name"], "dataType": data_type(c["dataType"]), "nullable": c["nullable"],
+             "default": None if c["default"] is None else str(c["default"])}
+            for c in schema["columns"]
+        ],
+        "indexes": schema["indexes"],
+    }  # fmt: skip
+
+
+def _simple_avro_bytes(message: Mapping[str, Any]) -> bytes:
+    """A Simple message (JSON-flavour dict; row values already Avro branches) as TiCDC's Avro bytes."""
+    import io
+
+    import fastavro
+
+    typ = message["type"]
+    base = {"version": 1, "buildTs": message["buildTs"]}
+    if typ == sp.TYPE_WATERMARK:
+        kind, payload = "WATERMARK", ("Watermark", {**base, "commitTs": message["commitTs"]})
+    elif typ == sp.TYPE_BOOTSTRAP:
+        kind = "BOOTSTRAP"
+        payload = ("Bootstrap", {**base, "tableSchema": _avro_table_schema(message["tableSchema"])})
+    elif typ in sp.DML_TYPES:
+        kind = "DML"
+        payload = ("DML", {
+            **base, "database": message["database"], "table": message["table"], "tableID": message["tableID"],
+            "type": typ, "commitTs": message["commitTs"], "schemaVersion": message["schemaVersion"],
+            "claimCheckLocation": message.get("claimCheckLocation"),
+            "handleKeyOnly": message.get("handleKeyOnly"), "checksum": None,
+            "data": message.get("data"), "old": message.get("old"),
+        })  # fmt: skip
+    else:
+        kind = "DDL"
+        payload = ("DDL", {
+            **base, "type": typ, "sql": message["sql"], "commitTs": message["commitTs"],
+            "tableSchema": _avro_table_schema(message["tableSchema"]) if "tableSchema" in message else None,
+            "preTableSchema": (
+                _avro_table_schema(message["preTableSchema"]) if "preTableSchema" in message else None
+            ),
+        })  # fmt: skip
+    buffer = io.BytesIO()
+    datum = {"type": kind, "payload": (_AVRO + payload[0], payload[1])}
+    fastavro.schemaless_writer(buffer, sp.avro_schema(), (_AVRO + "Message", datum))
+    return buffer.getvalue()
 
 
 _BINARY_KINDS = (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB)
@@ -196,6 +300,12 @@ class Stream:
     _clock_ms: int = 0
     _announced: dict[int, int] = field(default_factory=dict)
     protocol: str = "canal-json"  # or "simple"
+    encoding: str = "json"  # Simple only: "json" or "avro"
+    compression: Compression = Compression.NONE
+    # Claim-check: where TiCDC writes the full messages of rows sent with large=True (§1.8).
+    claim_check_dir: Path | None = None
+    claim_check_raw: bool = False
+    _large: bool = False
     _versions: dict[TableId, int] = field(default_factory=dict)
     _bootstrapped: set[TableId] = field(default_factory=set)
 
@@ -223,7 +333,11 @@ class Stream:
         return offset
 
     def append_message(self, partition: int, message: Mapping[str, Any]) -> int:
-        return self.append_raw(partition, orjson.dumps(message))
+        if self.protocol == "simple" and self.encoding == "avro":
+            value = _simple_avro_bytes(message)
+        else:
+            value = orjson.dumps(message)
+        return self.append_raw(partition, compress(value, self.compression))
 
     def replay(self, partition: int, first_offset: int, last_offset: int) -> None:
         """Re-send records of a partition (TiCDC at-least-once), at new offsets."""
@@ -338,7 +452,12 @@ class Stream:
         self._changes.append(_Change(ts, len(self._changes), table, "truncate"))
 
     # -- DML ---------------------------------------------------------------------------------------------
-    def insert(self, table: TableId, row: Row, ts: int, partition: int | None = None) -> None:
+    def insert(
+        self, table: TableId, row: Row, ts: int, partition: int | None = None, *, large: bool = False
+    ) -> None:
+        """An INSERT; ``large`` sends it as TiCDC's claim-check: the full message to an object, a reference
+        with the key columns only to Kafka."""
+        self._large = large
         entry = self._tables[table]
         full = {c: row.get(c) for c in entry.columns}
         self._emit(table, cj.TYPE_INSERT, full, None, ts, partition)
@@ -444,7 +563,45 @@ class Stream:
             if old is not None
             else None,
         )
-        self.append_message(partition, message)
+        self._send(partition, message, entry.schema.key)
+
+    def _send(self, partition: int, message: dict[str, Any], key: tuple[str, ...]) -> None:
+        if not self._large:
+            self.append_message(partition, message)
+            return
+        self._large = False
+        assert self.claim_check_dir is not None, "large=True needs claim_check_dir"
+        value = compress(
+            _simple_avro_bytes(message) if self.protocol == "simple" and self.encoding == "avro"
+            else orjson.dumps(message),
+            self.compression,
+        )  # fmt: skip
+        name = str(uuid.UUID(bytes=hashlib.md5(value).digest())) + ".json"
+        self.claim_check_dir.mkdir(parents=True, exist_ok=True)
+        body = (
+            value
+            if self.claim_check_raw
+            else orjson.dumps({"key": None, "value": base64.b64encode(value).decode()})
+        )
+        (self.claim_check_dir / name).write_bytes(body)
+        location = f"s3://claim-check-bucket/changefeed-1/{name}"
+        reference = dict(message)
+        for image in ("data", "old"):
+            rows = reference.get(image)
+            if isinstance(rows, list):
+                reference[image] = [{k: v for k, v in r.items() if k in key} for r in rows]
+            elif isinstance(rows, dict):
+                reference[image] = {k: v for k, v in rows.items() if k in key}
+        if self.protocol == "simple":
+            reference.update(claimCheckLocation=location, handleKeyOnly=True)
+        else:
+            for types in ("mysqlType", "sqlType"):
+                reference[types] = {k: v for k, v in reference[types].items() if k in key}
+            reference["_tidb"] = {
+                cj.TIDB_COMMIT_TS: message["_tidb"][cj.TIDB_COMMIT_TS],
+                cj.TIDB_CLAIM_CHECK: location,
+            }
+        self.append_message(partition, reference)
 
     def _emit_simple(
         self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int
@@ -459,6 +616,10 @@ class Stream:
         entry = self._tables[table]
 
         def image(row: Row) -> dict[str, Any]:
+            if self.encoding == "avro":
+                return {
+                    n: simple_avro_value(row.get(n), entry.columns[n], self.tz_name) for n in entry.columns
+                }
             return {n: simple_wire_value(row.get(n), entry.columns[n], self.tz_name) for n in entry.columns}
 
         message: dict[str, Any] = {
@@ -472,7 +633,7 @@ class Stream:
             message["data"] = image(data)
             if old is not None:
                 message["old"] = image(old)
-        self.append_message(partition, message)
+        self._send(partition, message, self._tables[table].schema.key)
 
     def _dispatch(self, table: TableId, key: Key) -> int:
         digest = hashlib.md5(repr((table.schema, table.table, key)).encode()).digest()
@@ -540,7 +701,12 @@ ADD_POINTS = (
 )
 
 
-def build_sample(timezone_name: str = "UTC", protocol: str = "canal-json") -> Stream:
+def build_sample(
+    timezone_name: str = "UTC",
+    protocol: str = "canal-json",
+    encoding: str = "json",
+    compression: Compression = Compression.NONE,
+) -> Stream:
     """The bundled demo stream: two databases, four tables, two partitions, under a hundred records.
 
     Covers inserts, updates, deletes, a primary-key change (split into DELETE+INSERT at one commitTs),
@@ -548,7 +714,14 @@ def build_sample(timezone_name: str = "UTC", protocol: str = "canal-json") -> St
     TIMESTAMP text in the changefeed's zone, and a tail of rows above the last watermark that must stay
     pending.
     """
-    s = Stream(topic="tidb_cdc", partitions=2, tz_name=timezone_name, protocol=protocol)
+    s = Stream(
+        topic="tidb_cdc",
+        partitions=2,
+        tz_name=timezone_name,
+        protocol=protocol,
+        encoding=encoding,
+        compression=compression,
+    )
     customers = s.create_table(CUSTOMERS, s.tso(1))
     orders = s.create_table(ORDERS, s.tso(2))
     items = s.create_table(ORDER_ITEMS, s.tso(3))

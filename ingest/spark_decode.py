@@ -9,12 +9,17 @@ apply time. Canal-JSON names column types in every row (``mysql_type``); Simple 
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
+from ingest.decode.compression import Compression, decompress
 from ingest.model import MESSAGE_COLUMNS
 
 KIND_DML = "dml"
@@ -57,10 +62,129 @@ ENVELOPE = T.StructType(
 )
 
 
+PAYLOAD = "payload"
+PAYLOAD_ERROR = "payload_error"
+CLAIM_CHECK = "claim_check"
+CLAIM_CHECK_NOT_CONFIGURED = (
+    "claim-check reference, but no --claim-check-path: set it to the changefeed's claim-check-storage-uri "
+    "(any path Spark can read)"
+)
+HANDLE_KEY_ONLY = (
+    "handle-key-only message: the full row must be read back from the upstream TiDB, which the mirror does "
+    "not do; use large-message-handle-option=claim-check (or a larger max-message-bytes) in the changefeed"
+)
+
+
+def prepare_payload(messages: DataFrame, compression: Compression, simple_avro: bool) -> DataFrame:
+    """Add the bytes the JSON decoders read (``payload``), or why there are none (``payload_error``).
+
+    ``value`` keeps the wire bytes, so the buffer and the quarantine hold exactly what TiCDC wrote. Only
+    TiCDC-compressed values and Simple Avro messages need Python on the executors; plain JSON skips it.
+    """
+    framed = messages.select(
+        "*", F.col("value").alias(PAYLOAD), F.lit(None).cast("string").alias(PAYLOAD_ERROR)
+    )
+    if compression is Compression.NONE and not simple_avro:
+        return framed
+    return _transform_payload(framed, compression, simple_avro)
+
+
+def _transform_payload(frame: DataFrame, compression: Compression, simple_avro: bool) -> DataFrame:
+    """Decompress, then (Simple Avro) transcode each payload to the JSON flavour; failures become errors."""
+
+    def transform(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        avro = sp.avro_schema() if simple_avro else None
+        for batch in batches:
+            payloads: list[bytes | None] = []
+            errors = batch.column(PAYLOAD_ERROR).to_pylist()
+            for i, value in enumerate(batch.column(PAYLOAD).to_pylist()):
+                payload = None
+                if value is not None:
+                    try:
+                        payload = decompress(value, compression)
+                        if avro is not None:
+                            payload = sp.avro_to_json(payload, avro)
+                    except ValueError as exc:
+                        payload, errors[i] = None, str(exc)
+                payloads.append(payload)
+            columns = {name: batch.column(name) for name in batch.schema.names}
+            columns[PAYLOAD] = pa.array(payloads, pa.binary())
+            columns[PAYLOAD_ERROR] = pa.array(errors, pa.string())
+            yield pa.RecordBatch.from_pydict(columns, schema=batch.schema)
+
+    return frame.mapInArrow(transform, frame.schema)
+
+
+def fetch_claim_checks(
+    spark: SparkSession,
+    prepared: DataFrame,
+    claims: DataFrame,
+    root: str,
+    raw_value: bool,
+    compression: Compression,
+    simple_avro: bool,
+) -> DataFrame:
+    """Replace the payload of claim-check references with the full messages they point to (§1.8).
+
+    ``claims`` holds the positions and locations of the references. TiCDC names each object by the last
+    element of the location; it is read relative to ``root`` (any path Spark reads: local, s3a, abfss, dbfs).
+    An object that is missing becomes a payload error, so the record is quarantined, never skipped.
+    """
+    names = sorted(
+        {r[0] for r in claims.select(F.substring_index(CLAIM_CHECK, "/", -1)).distinct().collect()}
+    )
+    base = root.rstrip("/")
+    objects = _read_objects(spark, base, names)
+    content = F.col("o.content")
+    # Unless raw: {"key": null, "value": "<base64>"}, Go's JSON encoding of the original Kafka value.
+    wrapped = F.unbase64(F.get_json_object(content.cast("string"), "$.value"))
+    body = content if raw_value else wrapped
+    fetched = (
+        prepared.alias("m")
+        .join(
+            claims.select("topic", "partition", "offset", CLAIM_CHECK).alias("c"),
+            ["topic", "partition", "offset"],
+        )
+        .join(
+            objects.alias("o"),
+            F.substring_index(F.col(f"c.{CLAIM_CHECK}"), "/", -1) == F.col("o.name"),
+            "left",
+        )
+        .select(
+            *[F.col(f"m.`{c}`") for c in prepared.columns if c not in (PAYLOAD, PAYLOAD_ERROR)],
+            body.alias(PAYLOAD),
+            F.when(
+                body.isNull(),
+                F.concat(F.lit(f"claim-check object not found under {base}: "), F.col(f"c.{CLAIM_CHECK}")),
+            ).alias(PAYLOAD_ERROR),
+        )
+    )
+    if compression is not Compression.NONE or simple_avro:
+        fetched = _transform_payload(fetched, compression, simple_avro)
+    untouched = prepared.join(
+        claims.select("topic", "partition", "offset"), ["topic", "partition", "offset"], "left_anti"
+    )
+    return untouched.unionByName(fetched)
+
+
+def _read_objects(spark: SparkSession, base: str, names: list[str]) -> DataFrame:
+    empty = spark.createDataFrame([], "name string, content binary")
+    if not names:
+        return empty
+    pattern = base + "/{" + ",".join(n.replace(",", "\\,") for n in names) + "}"
+    try:
+        files = spark.read.format("binaryFile").load(pattern)
+    except AnalysisException:  # the glob matched nothing: every object is missing
+        return empty
+    return files.select(F.substring_index("path", "/", -1).alias("name"), "content")
+
+
 def decode_canal_json(messages: DataFrame) -> DataFrame:
-    """Kafka-shaped rows -> classified Canal-JSON events (one per message), positions and raw bytes kept."""
+    """Prepared rows -> classified Canal-JSON events (one per message), positions and raw bytes kept."""
     m = F.from_json(
-        F.col("value").cast("string"),
+        F.col(PAYLOAD).cast("string"),
         ENVELOPE,
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD},
     ).alias("m")
@@ -90,19 +214,21 @@ def decode_canal_json(messages: DataFrame) -> DataFrame:
         F.lit(None).cast("long").alias("schema_version"),
         F.lit(None).cast("string").alias("table_schema"),
         F.lit(None).cast("string").alias("pre_table_schema"),
+        tidb[cj.TIDB_CLAIM_CHECK].alias(CLAIM_CHECK),
     )
 
 
 def _classify(
     is_ddl: Column, typ: Column, is_dml: Column, tidb: Column, data: Column, env: Column
 ) -> tuple[Column, Column]:
-    rules: list[tuple[Column, str, str]] = [
+    rules: list[tuple[Column, str, str | Column]] = [
         (
             F.col("partition").isNull() | F.col("offset").isNull(),
             KIND_BAD,
             "not a captured Kafka record (topic/partition/offset missing)",
         ),
         (F.col("value").isNull(), KIND_BAD, "record has no value"),
+        (F.col(PAYLOAD_ERROR).isNotNull(), KIND_BAD, F.col(PAYLOAD_ERROR)),
         (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
         (
             (is_ddl | is_dml) & tidb.isNull(),
@@ -118,15 +244,8 @@ def _classify(
             "TIDB_WATERMARK without _tidb.watermarkTs",
         ),
         (typ == cj.TYPE_WATERMARK, KIND_WATERMARK, ""),
-        (
-            is_dml
-            & (
-                F.coalesce(tidb[cj.TIDB_ONLY_HANDLE_KEY], F.lit(False))
-                | tidb[cj.TIDB_CLAIM_CHECK].isNotNull()
-            ),
-            KIND_FATAL,
-            "large message (handle-key-only or claim-check) needs a lookup that is not configured",
-        ),
+        (is_dml & tidb[cj.TIDB_CLAIM_CHECK].isNotNull(), KIND_FATAL, CLAIM_CHECK_NOT_CONFIGURED),
+        (is_dml & F.coalesce(tidb[cj.TIDB_ONLY_HANDLE_KEY], F.lit(False)), KIND_FATAL, HANDLE_KEY_ONLY),
         (is_dml & (F.size(data) < 1), KIND_BAD, "DML without a row image in data"),
         (
             is_dml & (env[cj.FIELD_DATABASE].isNull() | env[cj.FIELD_TABLE].isNull()),
@@ -161,9 +280,9 @@ SIMPLE_ENVELOPE = T.StructType(
 
 
 def decode_simple_json(messages: DataFrame) -> DataFrame:
-    """Kafka-shaped rows -> classified Simple-protocol events, in the same columns as Canal-JSON's."""
+    """Prepared rows -> classified Simple-protocol events, in the same columns as Canal-JSON's."""
     m = F.from_json(
-        F.col("value").cast("string"),
+        F.col(PAYLOAD).cast("string"),
         SIMPLE_ENVELOPE,
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD},
     ).alias("m")
@@ -190,6 +309,7 @@ def decode_simple_json(messages: DataFrame) -> DataFrame:
         env[sp.FIELD_SCHEMA_VERSION].alias("schema_version"),
         env[sp.FIELD_TABLE_SCHEMA].alias("table_schema"),
         env[sp.FIELD_PRE_TABLE_SCHEMA].alias("pre_table_schema"),
+        env[sp.FIELD_CLAIM_CHECK].alias(CLAIM_CHECK),
     )
 
 
@@ -201,13 +321,14 @@ def _schema_field(name: str) -> Column:
 def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column]:
     is_dml = typ.isin(*sp.DML_TYPES)
     commit_ts = env[sp.FIELD_COMMIT_TS]
-    rules: list[tuple[Column, str, str]] = [
+    rules: list[tuple[Column, str, str | Column]] = [
         (
             F.col("partition").isNull() | F.col("offset").isNull(),
             KIND_BAD,
             "not a captured Kafka record (topic/partition/offset missing)",
         ),
         (F.col("value").isNull(), KIND_BAD, "record has no value"),
+        (F.col(PAYLOAD_ERROR).isNotNull(), KIND_BAD, F.col(PAYLOAD_ERROR)),
         (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
         ((typ == sp.TYPE_WATERMARK) & commit_ts.isNull(), KIND_BAD, "WATERMARK without commitTs"),
         (typ == sp.TYPE_WATERMARK, KIND_WATERMARK, ""),
@@ -226,15 +347,9 @@ def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column]:
             "DML without database/table",
         ),
         (is_dml & env[sp.FIELD_SCHEMA_VERSION].isNull(), KIND_BAD, "DML without schemaVersion"),
-        (
-            is_dml
-            & (
-                F.coalesce(env[sp.FIELD_HANDLE_KEY_ONLY], F.lit(False))
-                | env[sp.FIELD_CLAIM_CHECK].isNotNull()
-            ),
-            KIND_FATAL,
-            "large message (handle-key-only or claim-check) needs a lookup that is not configured",
-        ),
+        # Check the claim-check location first: a Simple reference sets both it and handleKeyOnly (§3.10).
+        (is_dml & env[sp.FIELD_CLAIM_CHECK].isNotNull(), KIND_FATAL, CLAIM_CHECK_NOT_CONFIGURED),
+        (is_dml & F.coalesce(env[sp.FIELD_HANDLE_KEY_ONLY], F.lit(False)), KIND_FATAL, HANDLE_KEY_ONLY),
         (
             ((typ == sp.TYPE_DELETE) & env[sp.FIELD_OLD].isNull())
             | (typ.isin(sp.TYPE_INSERT, sp.TYPE_UPDATE) & env[sp.FIELD_DATA].isNull())
@@ -247,7 +362,7 @@ def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column]:
     return _fold_rules(rules, typ)
 
 
-def _fold_rules(rules: list[tuple[Column, str, str]], typ: Column) -> tuple[Column, Column]:
+def _fold_rules(rules: list[tuple[Column, str, str | Column]], typ: Column) -> tuple[Column, Column]:
     """The first matching rule decides; no rule: an unknown ``type`` (quarantined)."""
     kind: Column = F.lit(KIND_BAD)
     error: Column = F.concat(
@@ -255,5 +370,6 @@ def _fold_rules(rules: list[tuple[Column, str, str]], typ: Column) -> tuple[Colu
     )
     for condition, rule_kind, message in reversed(rules):
         kind = F.when(condition, F.lit(rule_kind)).otherwise(kind)
-        error = F.when(condition, F.lit(message) if message else F.lit(None).cast("string")).otherwise(error)
+        text = message if isinstance(message, Column) else F.lit(message or None).cast("string")
+        error = F.when(condition, text).otherwise(error)
     return kind, error

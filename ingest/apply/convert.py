@@ -125,7 +125,8 @@ def from_wire(
         return F.when(~raw.rlike("^" + _ZERO_DATE), raw.try_cast(data_type))
     if kind is ColumnKind.BIT and isinstance(data_type, T.DecimalType):
         wide = raw.try_cast(T.DecimalType(21, 0))
-        return F.when(wide < 0, wide + F.lit(_TWO_TO_64)).otherwise(wide).try_cast(data_type)
+        two_to_64 = F.lit(str(_TWO_TO_64)).cast(T.DecimalType(21, 0))
+        return F.when(wide < 0, wide + two_to_64).otherwise(wide).try_cast(data_type)
     return raw.try_cast(data_type)
 
 

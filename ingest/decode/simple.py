@@ -262,3 +262,112 @@ def schemas_of(fields: Mapping[str, Any]) -> list[VersionedSchema]:
         if raw is not None:
             result.append(parse_table_schema(raw))
     return result
+
+
+# -- Avro flavour ---------------------------------------------------------------------------------------
+# TiCDC's fixed schema (pkg/sink/codec/simple/message.json): a union of named types; every value is one
+# datum of its "Message" branch, with no registry, magic byte or container header (§3.11).
+AVRO_SCHEMA_RESOURCE = "simple_avro_schema.json"
+_MESSAGE_TYPE = "type"
+_MESSAGE_PAYLOAD = "payload"
+_UNSIGNED_BIGINT_VALUE = "value"
+_TWO_TO_64 = 1 << 64
+
+
+def avro_schema() -> Any:
+    """The parsed Simple Avro schema (fastavro), loaded from the package."""
+    from importlib.resources import files
+
+    import fastavro
+
+    text = files("ingest.decode").joinpath(AVRO_SCHEMA_RESOURCE).read_bytes()
+    return fastavro.parse_schema(orjson.loads(text))
+
+
+def avro_to_json(value: bytes, schema: Any) -> bytes:
+    """One Simple Avro message -> the same message in the JSON flavour (names and value encoding).
+
+    Everything after decoding is then shared with the JSON flavour. Values keep their exact meaning:
+    UnsignedBigint's two's-complement long becomes the unsigned text, bytes become base64, Avro floats
+    (binary32 widened to a double) become text that casts back to the same binary32.
+
+    Raises:
+        ValueError: the bytes are not a Simple Avro message.
+    """
+    import io
+
+    import fastavro
+
+    try:
+        datum = fastavro.schemaless_reader(io.BytesIO(value), schema)
+    except Exception as exc:  # fastavro raises many types (EOFError, UnicodeDecodeError, ...) on bad bytes
+        raise ValueError(f"not a Simple Avro message: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(datum, dict) or _MESSAGE_PAYLOAD not in datum:
+        raise ValueError("not a Simple Avro Message record")
+    kind, payload = datum[_MESSAGE_TYPE], datum[_MESSAGE_PAYLOAD]
+    message: dict[str, Any] = {
+        FIELD_VERSION: payload.get(FIELD_VERSION),
+        FIELD_BUILD_TS: payload.get(FIELD_BUILD_TS),
+    }
+    if kind == TYPE_WATERMARK:
+        message.update({FIELD_TYPE: TYPE_WATERMARK, FIELD_COMMIT_TS: payload[FIELD_COMMIT_TS]})
+    elif kind == TYPE_BOOTSTRAP:
+        message.update(
+            {FIELD_TYPE: TYPE_BOOTSTRAP, FIELD_TABLE_SCHEMA: _table_schema_json(payload[FIELD_TABLE_SCHEMA])}
+        )
+    elif kind == "DDL":
+        message.update(
+            {
+                FIELD_TYPE: payload[FIELD_TYPE],
+                FIELD_SQL: payload[FIELD_SQL],
+                FIELD_COMMIT_TS: payload[FIELD_COMMIT_TS],
+            }
+        )
+        for name in (FIELD_TABLE_SCHEMA, FIELD_PRE_TABLE_SCHEMA):
+            if payload.get(name) is not None:
+                message[name] = _table_schema_json(payload[name])
+    else:
+        message.update(
+            {
+                FIELD_TYPE: payload[FIELD_TYPE],
+                FIELD_DATABASE: payload[FIELD_DATABASE],
+                FIELD_TABLE: payload[FIELD_TABLE],
+                FIELD_TABLE_ID: payload[FIELD_TABLE_ID],
+                FIELD_COMMIT_TS: payload[FIELD_COMMIT_TS],
+                FIELD_SCHEMA_VERSION: payload[FIELD_SCHEMA_VERSION],
+            }
+        )
+        for name in (FIELD_CLAIM_CHECK, FIELD_HANDLE_KEY_ONLY):
+            if payload.get(name) is not None:
+                message[name] = payload[name]
+        for name in (FIELD_DATA, FIELD_OLD):
+            if payload.get(name) is not None:
+                message[name] = {k: _json_value(v) for k, v in payload[name].items()}
+    return orjson.dumps(message)
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, bytes):
+        return binary_to_wire(value)
+    if isinstance(value, dict):
+        if TIMESTAMP_LOCATION in value:
+            return {TIMESTAMP_LOCATION: value[TIMESTAMP_LOCATION], TIMESTAMP_VALUE: value[TIMESTAMP_VALUE]}
+        number = int(value[_UNSIGNED_BIGINT_VALUE])
+        return str(number + _TWO_TO_64 if number < 0 else number)
+    raise ValueError(f"unexpected Simple Avro value {value!r}")
+
+
+def _table_schema_json(schema: Mapping[str, Any]) -> dict[str, Any]:
+    result = {k: v for k, v in schema.items() if k != SCHEMA_DATABASE_AVRO}
+    result[SCHEMA_DATABASE] = schema[SCHEMA_DATABASE_AVRO]
+    result[SCHEMA_COLUMNS] = [
+        {**c, COLUMN_DATA_TYPE: {k: v for k, v in c[COLUMN_DATA_TYPE].items() if v is not None}}
+        for c in schema.get(SCHEMA_COLUMNS) or ()
+    ]
+    return result

@@ -1,13 +1,26 @@
-"""The executor-side Canal-JSON decoder: every event kind classified, fields and positions kept."""
+"""Executor-side decoders (Canal-JSON, Simple JSON and Avro): each event kind classified, positions kept."""
 
 from __future__ import annotations
 
 import base64
 
+import pytest
+
+from ingest.decode.compression import Compression
 from ingest.model import TableId
 from ingest.sample import SIMPLE_FOR_TESTS, Stream
 from ingest.source.files import read_messages
-from ingest.spark_decode import KIND_BAD, KIND_DDL, KIND_DML, KIND_FATAL, KIND_WATERMARK, decode_canal_json
+from ingest.spark_decode import (
+    KIND_BAD,
+    KIND_BOOTSTRAP,
+    KIND_DDL,
+    KIND_DML,
+    KIND_FATAL,
+    KIND_WATERMARK,
+    decode_canal_json,
+    decode_simple_json,
+    prepare_payload,
+)
 
 T = TableId("app", "t")
 
@@ -24,7 +37,8 @@ def test_every_event_kind_is_decoded_on_executors(spark, tmp_path):
         0, {"isDdl": False, "type": "INSERT", "database": "app", "table": "t", "data": [{"id": "2"}]}
     )
     s.write(tmp_path)
-    decoded = {r["offset"]: r for r in decode_canal_json(read_messages(spark, str(tmp_path), {})).collect()}
+    prepared = prepare_payload(read_messages(spark, str(tmp_path), {}), Compression.NONE, simple_avro=False)
+    decoded = {r["offset"]: r for r in decode_canal_json(prepared).collect()}
     kinds = [decoded[o]["kind"] for o in range(7)]
     assert kinds == [KIND_DDL, KIND_DML, KIND_DML, KIND_DML, KIND_WATERMARK, KIND_BAD, KIND_FATAL]
     assert decoded[0]["sql"] == SIMPLE_FOR_TESTS and decoded[0]["commit_ts"] == s.tso(1)
@@ -39,3 +53,36 @@ def test_every_event_kind_is_decoded_on_executors(spark, tmp_path):
     assert bytes(decoded[5]["value"]) == b"[1, 2"
     assert "enable-tidb-extension=true" in decoded[6]["error"]
     assert base64.b64decode(s.records[1]["value"]) == bytes(insert["value"])
+
+
+@pytest.mark.parametrize(("encoding", "compression"), [("json", Compression.NONE), ("avro", Compression.LZ4)])
+def test_every_simple_event_kind_is_decoded_on_executors(spark, tmp_path, encoding, compression):
+    s = Stream(topic="cdc", partitions=1, protocol="simple", encoding=encoding, compression=compression)
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))  # CREATE (DDL)
+    s.insert(T, {"id": 1, "v": "a"}, s.tso(2))  # BOOTSTRAP, INSERT
+    s.update(T, (1,), {"v": "b"}, s.tso(3))
+    s.delete(T, (1,), s.tso(4))
+    s.watermark(s.tso(5))
+    s.append_raw(0, b"\x16\x06garbage")  # not a message in either encoding, nor compressed
+    s.write(tmp_path)
+    prepared = prepare_payload(
+        read_messages(spark, str(tmp_path), {}), compression, simple_avro=encoding == "avro"
+    )
+    decoded = {r["offset"]: r for r in decode_simple_json(prepared).collect()}
+    kinds = [decoded[o]["kind"] for o in range(7)]
+    assert kinds == [KIND_DDL, KIND_BOOTSTRAP, KIND_DML, KIND_DML, KIND_DML, KIND_WATERMARK, KIND_BAD]
+    ddl, bootstrap = decoded[0], decoded[1]
+    assert (ddl["type"], ddl["database"], ddl["table"], ddl["commit_ts"]) == ("CREATE", "app", "t", s.tso(1))
+    assert ddl["sql"] == SIMPLE_FOR_TESTS and '"version":' in ddl["table_schema"]
+    assert (bootstrap["database"], bootstrap["table"]) == ("app", "t")
+    insert, update, delete = decoded[2], decoded[3], decoded[4]
+    assert insert["data"] == {"id": "1", "v": "a"} and insert["old"] is None
+    assert insert["schema_version"] == s.tso(1)
+    assert update["old"] == {"id": "1", "v": "a"} and update["data"] == {"id": "1", "v": "b"}
+    # Simple sends a DELETE's row in "old"; downstream, the row image is always in "data".
+    assert delete["type"] == "DELETE" and delete["data"] == {"id": "1", "v": "b"}
+    assert decoded[5]["commit_ts"] == s.tso(5)
+    bad = decoded[6]
+    expected_error = "not lz4-compressed" if compression is Compression.LZ4 else "malformed JSON"
+    assert bad["error"].startswith(expected_error)
+    assert bytes(bad["value"]) == b"\x16\x06garbage"  # quarantine keeps the wire bytes

@@ -6,10 +6,14 @@ never from our own output.
 
 from __future__ import annotations
 
+import pytest
 from delta.tables import DeltaTable
 from mirror import delta_rows, expected_rows
 
+from ingest.decode.compression import Compression
+from ingest.errors import ConfigError, TooManyBadRecords
 from ingest.model import TableId
+from ingest.progress import load_progress
 from ingest.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 
 TABLES = [
@@ -100,3 +104,59 @@ def test_the_schema_cache_survives_a_restart(spark, run, lake):
     second = run(s, protocol="simple")
     assert second.tables[T].applied_ts == s.tso(11)
     assert delta_rows(spark, str(lake), T) == expected_rows(s, T, s.tso(11))
+
+
+@pytest.mark.parametrize(
+    ("protocol", "encoding", "compression", "raw"),
+    [
+        ("canal-json", "json", Compression.NONE, False),
+        ("simple", "json", Compression.LZ4, True),
+        ("simple", "avro", Compression.SNAPPY, False),
+    ],
+)
+def test_claim_check_messages_are_read_from_their_objects(
+    spark, run, lake, tmp_path, protocol, encoding, compression, raw
+):
+    claims = tmp_path / "claims"
+    s = Stream(topic="cdc", partitions=2, protocol=protocol, encoding=encoding, compression=compression)
+    s.claim_check_dir, s.claim_check_raw = claims, raw
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.insert(T, {"id": 1, "v": "small"}, s.tso(10))
+    s.insert(T, {"id": 2, "v": "x" * 5000}, s.tso(11), large=True)
+    s.watermark(s.tso(12))
+    params = {"protocol": protocol, "compression": compression.value, "claim-check-path": str(claims)}
+    if protocol == "simple":
+        params["simple-encoding"] = encoding
+    if raw:
+        params["claim-check-raw-value"] = "true"
+    result = run(s, **params)
+    assert result.quarantined == 0
+    assert delta_rows(spark, str(lake), T) == expected_rows(s, T, s.tso(12))
+
+
+def test_a_missing_claim_check_object_is_quarantined_and_stops_progress(spark, run, lake, tmp_path):
+    claims = tmp_path / "claims"
+    s = Stream(topic="cdc", partitions=1)
+    s.claim_check_dir = claims
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.insert(T, {"id": 2, "v": "x" * 5000}, s.tso(11), large=True)
+    s.watermark(s.tso(12))
+    for obj in claims.iterdir():
+        obj.unlink()
+    with pytest.raises(TooManyBadRecords):
+        run(s, **{"claim-check-path": str(claims)})
+    assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 0
+    rejected = spark.read.format("delta").load(f"{lake}/_ingest/quarantine").collect()
+    assert [(r["offset"], r["error"].startswith("claim-check object not found")) for r in rejected] == [
+        (1, True)
+    ]
+
+
+def test_claim_check_without_a_path_stops_with_a_clear_error(spark, run, lake, tmp_path):
+    s = Stream(topic="cdc", partitions=1)
+    s.claim_check_dir = tmp_path / "claims"
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.insert(T, {"id": 2, "v": "x"}, s.tso(11), large=True)
+    s.watermark(s.tso(12))
+    with pytest.raises(ConfigError, match="claim-check-path"):
+        run(s)
