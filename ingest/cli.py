@@ -84,6 +84,17 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         help="the changefeed's large-message-handle-compression (default: none)",
     )
     run.add_argument(
+        "--claim-check-path",
+        default=None,
+        help="where the changefeed's claim-check objects are (its claim-check-storage-uri, as a Spark path)",
+    )
+    run.add_argument(
+        "--claim-check-raw-value",
+        default=None,
+        choices=["true", "false"],
+        help="true if the changefeed writes raw claim-check objects (claim-check-raw-value=true)",
+    )
+    run.add_argument(
         "--target-path",
         required=True,
         help="root of the mirror: tables live at <target-path>/<database>/<table>",

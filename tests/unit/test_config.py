@@ -39,7 +39,10 @@ def test_partitions_ranges_and_lists():
         ("partitions", "cdc", "expected 'topic:0,1"),
         ("max-bad-ratio", "2", r"must be in \[0, 1\]"),
         ("max-bad-ratio", "lots", "not a number"),
-        ("protocol", "open", "not supported; use one of: canal-json"),
+        ("protocol", "open", "not supported; use one of: canal-json, simple"),
+        ("compression", "zstd", "use one of: none, lz4, snappy"),
+        ("simple-encoding", "avro", "applies to --protocol simple only"),
+        ("claim-check-raw-value", "yes", "not true or false"),
         ("drop-table", "purge", "'purge' is not supported; use one of: archive, delete"),
         ("unknown-ddl", "ignore", "use one of: fail, skip"),
         ("table-name-template", "{db}.{table}", "may only use"),
@@ -53,3 +56,16 @@ def test_bad_values_name_the_key_and_value(key, value, message):
 def test_catalog_name_from_template():
     config = IngestConfig.from_params({**BASE, "table_name_template": "main.{database}.{table}"})
     assert config.catalog_name("shop", "orders") == "main.shop.orders"
+
+
+def test_simple_avro_with_compression_and_claim_check():
+    from ingest.config import Protocol, SimpleEncoding
+    from ingest.decode.compression import Compression
+
+    config = IngestConfig.from_params(
+        {**BASE, "protocol": "simple", "simple-encoding": "avro", "compression": "snappy",
+         "claim-check-path": "s3a://bucket/claims", "claim-check-raw-value": "true"}
+    )  # fmt: skip
+    assert config.protocol is Protocol.SIMPLE and config.simple_encoding is SimpleEncoding.AVRO
+    assert config.compression is Compression.SNAPPY
+    assert (config.claim_check_path, config.claim_check_raw_value) == ("s3a://bucket/claims", True)

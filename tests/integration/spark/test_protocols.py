@@ -160,3 +160,25 @@ def test_claim_check_without_a_path_stops_with_a_clear_error(spark, run, lake, t
     s.watermark(s.tso(12))
     with pytest.raises(ConfigError, match="claim-check-path"):
         run(s)
+
+
+@pytest.mark.parametrize(("protocol", "encoding"), [("simple", "json"), ("simple", "avro")])
+def test_simple_ddl_add_column_and_truncate_follow_upstream(spark, run, lake, protocol, encoding):
+    """The DDL path per protocol: Simple broadcasts each DDL to every partition; it is applied once."""
+    s = Stream(topic="cdc", partitions=3, protocol=protocol, encoding=encoding)
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    for k in range(1, 7):
+        s.insert(T, {"id": k, "v": f"v{k}"}, s.tso(10 + k))
+    s.add_column(
+        T, "ALTER TABLE `app`.`t` ADD COLUMN `n` int(11) NOT NULL DEFAULT '7'", s.tso(20), "n", "int", 7
+    )
+    s.insert(T, {"id": 9, "v": "after", "n": 1}, s.tso(21))
+    s.watermark(s.tso(22))
+    first = run(s, protocol=protocol, **{"simple-encoding": encoding})
+    assert delta_rows(spark, str(lake), T) == expected_rows(s, T, s.tso(22))
+    assert len(first.tables[T].ddls) == 1  # three copies, one application
+    s.truncate(T, s.tso(30))
+    s.insert(T, {"id": 10, "v": "fresh", "n": 2}, s.tso(31))
+    s.watermark(s.tso(32))
+    run(s, protocol=protocol, **{"simple-encoding": encoding})
+    assert delta_rows(spark, str(lake), T) == expected_rows(s, T, s.tso(32))
