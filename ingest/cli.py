@@ -44,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--stream-id", default="default", help="whose progress to show")
 
+    load = commands.add_parser(
+        "load",
+        help="initial load from a TiDB Dumpling export; the stream then continues from its snapshot TSO",
+    )
+    _add_load_flags(load)
+
     demo = commands.add_parser("demo", help="mirror the bundled sample stream into a local lakehouse")
     demo.add_argument(
         "--target-path", default="lakehouse", help="directory for the Delta tables (default: ./lakehouse)"
@@ -146,6 +152,56 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_load_flags(load: argparse.ArgumentParser) -> None:
+    load.add_argument(
+        "--input", required=True, help="directory of the Dumpling export (with its metadata file)"
+    )
+    load.add_argument(
+        "--target-path",
+        required=True,
+        help="root of the mirror: tables live at <target-path>/<database>/<table>",
+    )
+    load.add_argument(
+        "--state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
+    )
+    load.add_argument("--stream-id", default="default", help="the stream that continues from the snapshot")
+    load.add_argument(
+        "--timezone",
+        default="UTC",
+        help="time zone of Dumpling's session, in which TIMESTAMP values were written (default: UTC)",
+    )
+    load.add_argument(
+        "--max-bad-ratio", default="0", help="share of a table's rows that may be quarantined (default: 0)"
+    )
+    load.add_argument(
+        "--force",
+        action="store_const",
+        const="true",
+        default=None,
+        help="replace tables the mirror already holds (refused if the snapshot is behind the mirror)",
+    )
+    load.add_argument("--csv-separator", default=None, help="Dumpling's --csv-separator (default: ',')")
+    load.add_argument("--csv-delimiter", default=None, help="Dumpling's --csv-delimiter (default: '\"')")
+    load.add_argument("--csv-null-value", default=None, help="Dumpling's --csv-null-value (default: \\N)")
+    load.add_argument(
+        "--csv-line-terminator",
+        default=None,
+        help="Dumpling's --csv-line-terminator (default: \\r\\n or \\n)",
+    )
+    load.add_argument(
+        "--no-header",
+        action="store_const",
+        const="true",
+        default=None,
+        help="the CSV files have no header line (Dumpling's --no-header)",
+    )
+    load.add_argument(
+        "--table-name-template",
+        default=None,
+        help="also register each table in the catalog under this name, e.g. 'main.{database}.{table}'",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -164,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(Path(args.target_path), args.input)
         if args.command == "status":
             return _status(args.target_path, args.state_path, args.stream_id)
+        if args.command == "load":
+            return _load(vars(args))
         params = {
             k.replace("_", "-"): v
             for k, v in vars(args).items()
@@ -186,6 +244,21 @@ def _run(config: IngestConfig) -> int:
     print(result.describe())
     for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
         print("  " + report.describe())
+    return 0
+
+
+def _load(flags: dict[str, str | None]) -> int:
+    from ingest.config import LoadConfig
+    from ingest.initial_load import load_dumpling
+    from ingest.spark import get_session
+
+    params = {k: v for k, v in flags.items() if k not in ("command", "verbose") and v is not None}
+    config = LoadConfig.from_params(params)
+    logger.info("config: %s", config)
+    result = load_dumpling(get_session(), config)
+    print(result.describe())
+    for table in result.tables:
+        print("  " + table.describe())
     return 0
 
 

@@ -195,3 +195,112 @@ class IngestConfig:
         if self.table_name_template is None:
             return None
         return self.table_name_template.format(database=schema, table=table)
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _flag(params: Mapping[str, str], key: str, default: bool) -> bool:
+    value = params.get(key)
+    if value is None or value == "":
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ConfigError(f"{key}: {value!r} is not true or false")
+
+
+def _unescape_option(text: str) -> str:
+    r"""Dumpling's CSV options as typed on a shell: ``\t``, ``\n`` and ``\r`` stand for tab, LF and CR."""
+    return text.replace("\\t", "\t").replace("\\r", "\r").replace("\\n", "\n")
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """An initial load from a TiDB Dumpling export. Build it with :meth:`from_params`.
+
+    The CSV options mirror Dumpling's flags of the same names, with Dumpling's defaults.
+    """
+
+    input_path: str
+    target_path: str
+    state_path: str = ""
+    stream_id: str = "default"
+    timezone: str = "UTC"
+    max_bad_ratio: float = 0.0
+    force: bool = False
+    csv_separator: str = ","
+    csv_delimiter: str = '"'
+    csv_null_value: str = "\\N"
+    csv_header: bool = True
+    csv_line_terminator: str | None = None
+    table_name_template: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.input_path:
+            raise ConfigError("input: the directory of a Dumpling export is required (--input DIR)")
+        if not self.target_path:
+            raise ConfigError("target-path: a directory for the Delta tables is required (--target-path DIR)")
+        if not self.csv_separator:
+            raise ConfigError("csv-separator: must not be empty (Dumpling's default is ',')")
+        # The same checks and defaults as a streaming run of the same mirror.
+        object.__setattr__(self, "state_path", self.stream.state_path)
+
+    @property
+    def stream(self) -> IngestConfig:
+        """The streaming config of the same mirror (paths, stream id, time zone)."""
+        return IngestConfig(
+            input_path=self.input_path,
+            target_path=self.target_path,
+            state_path=self.state_path,
+            timezone=self.timezone,
+            max_bad_ratio=self.max_bad_ratio,
+            stream_id=self.stream_id,
+            table_name_template=self.table_name_template,
+        )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> LoadConfig:
+        """Build a load config from CLI flags, job parameters or widgets (all strings).
+
+        Raises:
+            ConfigError: a key is unknown or a value is invalid; the message names both.
+        """
+        known = {
+            "input", "target-path", "state-path", "stream-id", "timezone", "max-bad-ratio", "force",
+            "csv-separator", "csv-delimiter", "csv-null-value", "csv-header", "no-header",
+            "csv-line-terminator", "escape-backslash", "table-name-template",
+        }  # fmt: skip
+        normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
+        unknown = sorted(set(normalized) - known)
+        if unknown:
+            raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if not _flag(normalized, "escape-backslash", True):
+            raise ConfigError(
+                "escape-backslash: only exports written with Dumpling's default --escape-backslash=true can "
+                "be loaded (it keeps every row on one line, so big files split across tasks); export again "
+                "without --escape-backslash=false"
+            )
+        ratio_text = normalized.get("max-bad-ratio", "0")
+        try:
+            ratio = float(ratio_text)
+        except ValueError as exc:
+            raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
+        header = _flag(normalized, "csv-header", True) and not _flag(normalized, "no-header", False)
+        terminator = normalized.get("csv-line-terminator")
+        return cls(
+            input_path=normalized.get("input", ""),
+            target_path=normalized.get("target-path", ""),
+            state_path=normalized.get("state-path", ""),
+            stream_id=normalized.get("stream-id", "default"),
+            timezone=normalized.get("timezone", "UTC"),
+            max_bad_ratio=ratio,
+            force=_flag(normalized, "force", False),
+            csv_separator=_unescape_option(normalized.get("csv-separator", ",")),
+            csv_delimiter=_unescape_option(normalized.get("csv-delimiter", '"')),
+            csv_null_value=normalized.get("csv-null-value", "\\N"),
+            csv_header=header,
+            csv_line_terminator=_unescape_option(terminator) if terminator else None,
+            table_name_template=normalized.get("table-name-template") or None,
+        )
