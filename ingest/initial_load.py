@@ -19,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import ddl_history, progress, quarantine
+from ingest import progress, quarantine
+from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing, state_to_metadata
 from ingest.apply.merge import BAD_COLUMN, normalize
@@ -27,7 +28,7 @@ from ingest.config import LoadConfig
 from ingest.decode import canal_json as cj
 from ingest.decode import dumpling as dd
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
-from ingest.model import DdlEvent, Position, TableId, TableState, tso_to_datetime
+from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.source import dumpling as source
 
 logger = logging.getLogger(__name__)
@@ -211,17 +212,6 @@ def _load_table(
         snapshot_ts,
         state_to_metadata(state, run_id=run_id, step=f"initial load at snapshot {snapshot_ts}"),
     )
-    ddl_history.record(
-        spark,
-        config.state_path,
-        table=tid,
-        ddl=DdlEvent(tid, snapshot_ts, table.sql, "CREATE", Position(table.schema_file, 0, 0)),
-        action=ddl_history.APPLIED,
-        detail=f"initial load from Dumpling export: {loaded.rows} rows, {loaded.quarantined} quarantined",
-        schema_before=None,
-        schema_after=apply_schema.table_info(spark, path).schema.simpleString(),
-        run_id=run_id,
-    )
     loaded.seconds = time.monotonic() - started
     return loaded, state
 
@@ -241,12 +231,15 @@ def _load_rows(
     decoded = source.read_rows(spark, table, dialect, config.csv_line_terminator).persist()
     changes: DataFrame | None = None
     try:
-        info = apply_schema.table_info(spark, path)
-        columns = [f.name for f in info.schema.fields]
+        # The Delta schema create_table just wrote, without reading it back.
+        schema = T.StructType(
+            [T.StructField(c.name, convert.spark_type(c.type)) for c in table.create.schema.columns]
+        )
+        columns = schema.fieldNames()
         changes = normalize(
             _as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
-            info.schema,
-            info.key,
+            schema,
+            table.create.schema.key,
             config.timezone,
         ).persist()
         counts = {
