@@ -16,6 +16,7 @@ from mirror import delta_rows, expected_rows
 from pyspark.sql import functions as F
 
 from ingest import progress
+from ingest.cli import main
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import ConfigError
 from ingest.initial_load import load_dumpling
@@ -192,3 +193,24 @@ def _key(create_sql: str) -> list[str]:
     from ingest.decode.mysql_ddl import parse_ddl
 
     return list(parse_ddl(create_sql, "x").schema.key)
+
+
+def test_cli_load_refuses_a_second_load_unless_forced(spark, tmp_path, capsys):
+    s = Stream(tz_name="UTC")
+    table = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    for i in range(3):
+        s.insert(table, {"id": i, "v": None if i == 1 else f"row {i}"}, s.tso(2))
+    snapshot = s.tso(3)
+    export = write_export(s, snapshot, tmp_path / "export", {table: SIMPLE_FOR_TESTS}, data_format="csv")
+    lake = tmp_path / "lake"
+    argv = ["load", "--input", str(export), "--target-path", str(lake)]
+
+    assert main(argv) == 0
+    assert "loaded 1 tables, 3 rows" in capsys.readouterr().out
+    assert main(argv) == 2
+    assert "already holds a mirror" in capsys.readouterr().err
+    s.update(table, (0,), {"v": "changed upstream"}, s.tso(4))
+    newer = write_export(s, s.tso(5), tmp_path / "newer", {table: SIMPLE_FOR_TESTS}, data_format="csv")
+    assert main(["load", "--input", str(newer), "--target-path", str(lake), "--force"]) == 0
+    assert delta_rows(spark, str(lake), table) == expected_rows(s, table, s.tso(5))
+    assert progress.read_table_state(spark, _table_path(lake, table)).applied_ts == s.tso(5)

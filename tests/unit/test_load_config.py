@@ -1,0 +1,38 @@
+import pytest
+
+from ingest.config import LoadConfig
+from ingest.errors import ConfigError
+
+
+def test_defaults_are_dumplings_and_the_state_path_is_the_mirrors():
+    config = LoadConfig.from_params({"input": "export", "target-path": "lake/"})
+    assert (config.csv_separator, config.csv_delimiter, config.csv_null_value, config.csv_header) == (
+        ",",
+        '"',
+        "\\N",
+        True,
+    )
+    assert config.state_path == "lake/_ingest" and not config.force
+    assert config.stream.table_path("shop", "orders") == "lake/shop/orders"
+
+
+def test_csv_flags_as_typed_on_a_shell():
+    config = LoadConfig.from_params(
+        {"input": "e", "target_path": "l", "csv-separator": "\\t", "no-header": "true", "force": "true"}
+    )
+    assert (config.csv_separator, config.csv_header, config.force) == ("\t", False, True)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"input": "e", "target-path": "l", "csv-seperator": ";"}, "unknown parameter.*csv-seperator"),
+        ({"input": "e", "target-path": "l", "escape-backslash": "false"}, "--escape-backslash=true"),
+        ({"input": "e", "target-path": "l", "force": "maybe"}, "force: 'maybe' is not true or false"),
+        ({"input": "e", "target-path": "l", "timezone": "Mars/Base"}, "timezone"),
+        ({"target-path": "l"}, "input: the directory of a Dumpling export is required"),
+    ],
+)
+def test_bad_load_parameters_fail_at_start_saying_what_to_change(params, message):
+    with pytest.raises(ConfigError, match=message):
+        LoadConfig.from_params(params)
