@@ -5,6 +5,7 @@ state at the snapshot TSO S (``tests/dumpling_export.py``); the stream is everyt
 before S, so it repeats changes the snapshot already holds.
 """
 
+import gzip
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -168,17 +169,20 @@ def test_sql_snapshot_then_stream_equals_upstream_without_gap_or_duplicate(spark
 
 def test_csv_with_its_dialect_loads_the_snapshot_and_quarantines_an_unreadable_line(spark, tmp_path):
     s, snapshot, creates, _ = _history()
-    dialect = Dialect(separator="|+|", delimiter="'", null_value="NULL", line_terminator="\n")
+    dialect = Dialect(separator="|+|", delimiter="'", null_value="NULL", line_terminator="#\n")
     export = write_export(
         s, snapshot, tmp_path / "export", creates, data_format="csv", dialect=dialect, rows_per_file=4
     )
     broken = export / "app.notes.000000001.csv"
     garbage = b"42|+|'never closed"
-    broken.write_bytes(broken.read_bytes() + garbage + b"\n")
+    broken.write_bytes(broken.read_bytes() + garbage + b"#\n")
+    packed = export / "shop.customers.000000000.csv"
+    packed.with_suffix(".csv.gz").write_bytes(gzip.compress(packed.read_bytes()))
+    packed.unlink()
     lake = tmp_path / "lake"
     params = {
         "input": str(export), "target-path": str(lake), "timezone": s.tz_name, "csv-separator": "|+|",
-        "csv-delimiter": "'", "csv-null-value": "NULL", "max-bad-ratio": "0.2",
+        "csv-delimiter": "'", "csv-null-value": "NULL", "csv-line-terminator": "#\\n", "max-bad-ratio": "0.2",
     }  # fmt: skip
     result = load_dumpling(spark, LoadConfig.from_params(params))
 
