@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import progress, quarantine
-from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing, state_to_metadata
 from ingest.apply.merge import BAD_COLUMN, normalize
@@ -231,15 +230,13 @@ def _load_rows(
     decoded = source.read_rows(spark, table, dialect, config.csv_line_terminator).persist()
     changes: DataFrame | None = None
     try:
-        # The Delta schema create_table just wrote, without reading it back.
-        schema = T.StructType(
-            [T.StructField(c.name, convert.spark_type(c.type)) for c in table.create.schema.columns]
-        )
-        columns = schema.fieldNames()
+        # The table's own schema, as the stream reads it: column comments carry the TiDB types (ENUM members).
+        info = apply_schema.table_info(spark, path)
+        columns = info.schema.fieldNames()
         changes = normalize(
             _as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
-            schema,
-            table.create.schema.key,
+            info.schema,
+            info.key,
             config.timezone,
         ).persist()
         counts = {

@@ -121,6 +121,17 @@ def _history():
     return s, snapshot, creates, late
 
 
+def _expected(s, table, ts):
+    """Upstream at ``ts``; the model keeps ENUM values as Canal-JSON sends them (1-based index, 0 for ''),
+    the mirror as labels."""
+    rows = expected_rows(s, table, ts)
+    if table == TableId("app", "notes"):
+        labels = ["", "draft", "Final", "with space"]
+        for row in rows.values():
+            row["kind"] = None if row["kind"] is None else labels[int(row["kind"])]
+    return rows
+
+
 def _table_path(lake, table: TableId) -> str:
     return f"{lake}/{table.schema}/{table.table}"
 
@@ -128,7 +139,7 @@ def _table_path(lake, table: TableId) -> str:
 def _assert_loaded_at_snapshot(spark, lake, s, snapshot, creates):
     for table in creates:
         path = _table_path(lake, table)
-        assert delta_rows(spark, str(lake), table) == expected_rows(s, table, snapshot), table
+        assert delta_rows(spark, str(lake), table) == _expected(s, table, snapshot), table
         assert progress.read_table_state(spark, path).applied_ts == snapshot
         properties = DeltaTable.forPath(spark, path).detail().first()["properties"]
         assert properties["ticdc.appliedTs"] == str(snapshot)
@@ -159,7 +170,7 @@ def test_sql_snapshot_then_stream_equals_upstream_without_gap_or_duplicate(spark
     )
     final = s.complete_watermark()
     for table in [*creates, late]:
-        assert delta_rows(spark, str(lake), table) == expected_rows(s, table, final), table
+        assert delta_rows(spark, str(lake), table) == _expected(s, table, final), table
     assert TableId("shop", "customers") in progress.load_progress(spark, f"{lake}/_ingest", "default").tables
 
     # The mirror is now past the snapshot: loading it again, even forced, would lose (S, G].
