@@ -112,12 +112,17 @@ class DataFile:
     format: DataFormat
 
 
+def uncompressed_name(name: str) -> str:
+    """A file name without the compression suffix Dumpling's ``--compress`` adds."""
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def data_file(name: str) -> DataFile | None:
     """``<db>.<table>.<n>.sql|csv`` (optionally ``.gz``) -> its ``<db>.<table>`` prefix and format."""
-    base = name
-    for suffix in COMPRESSED_SUFFIXES:
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
+    base = uncompressed_name(name)
     stem, dot, extension = base.rpartition(".")
     if not dot or extension not in ("sql", "csv") or stem.endswith(TABLE_SCHEMA_SUFFIX[:-4]):
         return None
@@ -128,7 +133,8 @@ def data_file(name: str) -> DataFile | None:
 
 
 def table_schema_prefix(name: str) -> str | None:
-    """``<db>.<table>-schema.sql`` -> ``<db>.<table>``."""
+    """``<db>.<table>-schema.sql`` (optionally ``.gz``) -> ``<db>.<table>``."""
+    name = uncompressed_name(name)
     if not name.endswith(TABLE_SCHEMA_SUFFIX) or name.endswith(SCHEMA_CREATE_SUFFIX):
         return None
     if name.endswith(IGNORED_SUFFIXES):

@@ -76,7 +76,11 @@ def read_export(spark: SparkSession, path: str) -> DumplingExport:
     except dd.DumplingFormatError as exc:
         raise ConfigError(f"input: {exc}") from exc
     databases = sorted(
-        (n[: -len(dd.SCHEMA_CREATE_SUFFIX)] for n in files if n.endswith(dd.SCHEMA_CREATE_SUFFIX)),
+        (
+            dd.uncompressed_name(n)[: -len(dd.SCHEMA_CREATE_SUFFIX)]
+            for n in files
+            if dd.uncompressed_name(n).endswith(dd.SCHEMA_CREATE_SUFFIX)
+        ),
         key=len,
         reverse=True,
     )

@@ -211,6 +211,7 @@ def test_file_names_by_dumplings_layout():
     for other in ("shop.orders-schema.sql", "shop-schema-create.sql", "shop.v-schema-view.sql", "metadata"):
         assert dd.data_file(other) is None
     assert dd.table_schema_prefix("shop.orders-schema.sql") == "shop.orders"
+    assert dd.table_schema_prefix("shop.orders-schema.sql.gz") == "shop.orders"
     for other in ("shop-schema-create.sql", "shop.v-schema-view.sql", "shop.orders.0.sql"):
         assert dd.table_schema_prefix(other) is None
 

@@ -187,9 +187,9 @@ def test_csv_with_its_dialect_loads_the_snapshot_and_quarantines_an_unreadable_l
     broken = export / "app.notes.000000001.csv"
     garbage = b"42|+|'never closed"
     broken.write_bytes(broken.read_bytes() + garbage + b"#\n")
-    packed = export / "shop.customers.000000000.csv"
-    packed.with_suffix(".csv.gz").write_bytes(gzip.compress(packed.read_bytes()))
-    packed.unlink()
+    for packed in (export / "shop.customers.000000000.csv", export / "shop.customers-schema.sql"):
+        packed.with_name(packed.name + ".gz").write_bytes(gzip.compress(packed.read_bytes()))
+        packed.unlink()
     lake = tmp_path / "lake"
     params = {
         "input": str(export), "target-path": str(lake), "timezone": s.tz_name, "csv-separator": "|+|",
