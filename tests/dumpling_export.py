@@ -55,13 +55,8 @@ def _raw(value: Any, column_type: ColumnType, tz: ZoneInfo) -> tuple[str, bytes]
         return "bytes", int(value).to_bytes(width, "big")
     if kind in BYTES:
         return "bytes", bytes(value)
-    if kind is ColumnKind.ENUM:
-        index = int(value)
-        return "quoted", (column_type.elements[index - 1] if index else "").encode()
-    if kind is ColumnKind.SET:
-        bits = int(value)
-        labels = [e for i, e in enumerate(column_type.elements) if bits >> i & 1]
-        return "quoted", ",".join(labels).encode()
+    if kind in (ColumnKind.ENUM, ColumnKind.SET):
+        return "quoted", str(value).encode()  # the model holds labels, as TiDB's text protocol returns them
     text = wire_text(value, column_type, tz)
     assert text is not None
     return ("bare" if kind in NUMBERS else "quoted"), text.encode("utf-8")

@@ -177,7 +177,7 @@ def _decode_batches(
     types: tuple[ColumnType, ...],
 ) -> Iterator[Any]:
     """Runs on executors: Arrow batches of lines -> Arrow batches of decoded rows."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     schema = pa.schema(
         [

@@ -50,11 +50,12 @@ def _rows():
             "f": 3.14, "x": 1e16 if i % 2 else -0.5,
             "dt": datetime(2026, 11, 20, 9, i, 30, 250000 + i),
             "ts": datetime(2026, 3, 29, 1, 59, 59, 123000, tzinfo=timezone.utc),
-            "day": date(1970 + i, 1, 1), "bits": (1 << i % 12) | 1, "kind": str(i % 4),
-            "tags": str(i % 8),
+            "day": date(1970 + i, 1, 1), "bits": (1 << i % 12) | 1,
+            "kind": ["", "small", "Large", "with space"][i % 4],
+            "tags": ",".join(e for b, e in enumerate("abc") if i >> b & 1),
         }  # fmt: skip
     yield {c.name: None for c in _columns()} | {"id": 1}
-    yield {"id": 2, "b": binary, "s": "", "t": "", "bits": 0, "kind": "0", "tags": "0"}
+    yield {"id": 2, "b": binary, "s": "", "t": "", "bits": 0, "kind": "", "tags": ""}
 
 
 def _expected(row):
