@@ -156,7 +156,8 @@ def create_table_statement(text: str) -> str:
 # -- data lines ------------------------------------------------------------------------------------------
 
 # A raw value as the file spells it: its bytes (unescaped) and whether it was a quoted string, a hex/bit
-# literal, or a bare token (a number). None is SQL NULL.
+# literal, or a bare SQL token (a number). Every CSV field counts as quoted: Dumpling writes the server's
+# text there whether it quotes it or not (BIT as its bytes, ENUM/SET as labels). None is SQL NULL.
 QUOTED, HEX, BARE = "quoted", "hex", "bare"
 RawValue = tuple[str, bytes] | None
 
