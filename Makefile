@@ -7,10 +7,11 @@ STAMP := $(VENV)/.installed
 CACHE := $(HOME)/.cache/ticdc-delta-ingest
 
 .DEFAULT_GOAL := help
-.PHONY: help install jars demo test test-unit test-spark lint fmt typecheck sample clean
+.PHONY: help install jars demo test test-unit test-spark test-kafka lint fmt typecheck sample clean \
+	kafka-up kafka-down kafka-sample registry-up registry-down
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +35,24 @@ test-unit: $(STAMP) ## the fast loop: pure logic only, no Spark
 
 test-spark: jars ## only the local Spark + Delta tests
 	$(BIN)/python -m pytest -m spark
+
+test-kafka: jars ## only the tests against a real local Kafka broker (started and stopped by the tests)
+	$(BIN)/python -m pytest -m kafka
+
+kafka-up: $(STAMP) ## start a local Kafka broker (KRaft, jars from Maven Central) and print its address
+	$(BIN)/python -m ingest.local_services kafka-up
+
+kafka-sample: $(STAMP) ## produce the bundled sample stream to topic tidb_cdc on the local broker
+	$(BIN)/python -m ingest.local_services produce-sample --topic tidb_cdc
+
+kafka-down: $(STAMP) ## stop the local Kafka broker and delete its data
+	$(BIN)/python -m ingest.local_services kafka-down
+
+registry-up: $(STAMP) ## start a local schema registry (Apicurio, Confluent-compatible API) and print its URL
+	$(BIN)/python -m ingest.local_services registry-up
+
+registry-down: $(STAMP) ## stop the local schema registry
+	$(BIN)/python -m ingest.local_services registry-down
 
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check ingest tests jobs notebooks

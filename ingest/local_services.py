@@ -1,0 +1,610 @@
+"""Local Kafka broker and schema registry from Maven Central jars, for the tests and the local quickstart.
+
+No Docker: the real Apache Kafka broker (KRaft, one combined broker+controller node) and Apicurio Registry
+run as plain Java processes on 127.0.0.1 with free ports. ``mvn`` resolves them once per machine into
+``~/.cache/ticdc-delta-ingest/m2``; not ``~/.m2``, because Spark's Ivy reads ``~/.m2`` first and trips over
+the POM-only entries ``mvn`` leaves there.
+
+Command line (what ``make kafka-up`` / ``make kafka-down`` run)::
+
+    python -m ingest.local_services kafka-up        # prints the bootstrap servers
+    python -m ingest.local_services produce-sample  # the bundled sample stream into topic tidb_cdc
+    python -m ingest.local_services kafka-down
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+CACHE_DIR = Path.home() / ".cache" / "ticdc-delta-ingest"
+MAVEN_REPO = CACHE_DIR / "m2"
+STATE_DIR = CACHE_DIR / "local"
+# Newest first; the next one is tried when Maven Central does not have a version.
+KAFKA_VERSIONS = ("4.3.1", "4.1.2")
+LOG4J_VERSION = "2.25.4"  # the version Kafka 4.3 itself depends on; slf4j-api there is 1.7.x
+# 3.3.1 has no artifacts on Maven Central (only 3.0.9, 3.3.2 and 3.3.3 of the 3.x line are published);
+# 3.3.x is built for Java 21.
+APICURIO_VERSIONS = ("3.3.3", "3.3.2")
+HOST = "127.0.0.1"
+CCOMPAT_PATH = "/apis/ccompat/v7"
+
+
+class ServiceError(RuntimeError):
+    """A local service could not be resolved, started or stopped."""
+
+
+# -- resolving from Maven Central ---------------------------------------------------------------------------
+
+
+def _mvn(*args: str) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ServiceError("mvn is not on PATH; install Maven (e.g. apt-get install maven) and Java 17")
+    command = [mvn, "-B", "-q", f"-Dmaven.repo.local={MAVEN_REPO}", *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ServiceError(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.ticdc-delta-ingest</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
+      <version>{kafka}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId>
+      <version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
+      <version>{log4j}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+def kafka_classpath() -> tuple[str, str]:
+    """The Kafka version and the broker's runtime classpath, resolved once and cached."""
+    errors = []
+    for version in KAFKA_VERSIONS:
+        cached = CACHE_DIR / f"kafka-{version}.classpath"
+        if cached.exists() and all(Path(p).exists() for p in cached.read_text().split(os.pathsep)):
+            return version, cached.read_text().strip()
+        project = CACHE_DIR / "poms" / f"kafka-{version}"
+        project.mkdir(parents=True, exist_ok=True)
+        (project / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
+        try:
+            _mvn(
+                "-f",
+                str(project / "pom.xml"),
+                "dependency:build-classpath",
+                "-Dmdep.includeScope=runtime",
+                f"-Dmdep.outputFile={cached}",
+            )
+        except ServiceError as exc:
+            errors.append(str(exc))
+            continue
+        return version, cached.read_text().strip()
+    raise ServiceError("no Kafka version resolved from Maven Central:\n" + "\n".join(errors))
+
+
+def apicurio_home() -> tuple[str, Path]:
+    """The Apicurio Registry version and the directory holding its ``quarkus-run.jar``."""
+    errors = []
+    for version in APICURIO_VERSIONS:
+        home = CACHE_DIR / f"apicurio-registry-{version}"
+        found = sorted(home.glob("**/quarkus-run.jar"))
+        if found:
+            return version, found[0].parent
+        try:
+            _mvn(
+                "dependency:get",
+                "-Dtransitive=false",
+                f"-Dartifact=io.apicurio:apicurio-registry-app:{version}:tar.gz:all",
+            )
+        except ServiceError as exc:
+            errors.append(str(exc))
+            continue
+        archive = (
+            MAVEN_REPO
+            / "io/apicurio/apicurio-registry-app"
+            / version
+            / f"apicurio-registry-app-{version}-all.tar.gz"
+        )
+        partial = home.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(partial, filter="data")
+        partial.rename(home)
+        found = sorted(home.glob("**/quarkus-run.jar"))
+        if found:
+            return version, found[0].parent
+        errors.append(f"{archive} holds no quarkus-run.jar")
+    raise ServiceError("no Apicurio Registry version resolved from Maven Central:\n" + "\n".join(errors))
+
+
+# -- processes ---------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def _java_major(java: str) -> int:
+    done = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr)
+    if match is None:
+        return 0
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def _java(minimum: int) -> str:
+    """A ``java`` of at least ``minimum``: ``$JAVA_HOME``, then ``PATH``, then the JDKs under /usr/lib/jvm."""
+    candidates = [os.path.join(os.environ["JAVA_HOME"], "bin", "java")] if "JAVA_HOME" in os.environ else []
+    candidates += [p for p in [shutil.which("java")] if p]
+    candidates += sorted(str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java"))
+    for java in dict.fromkeys(candidates):
+        if os.access(java, os.X_OK) and _java_major(java) >= minimum:
+            return java
+    raise ServiceError(
+        f"no Java {minimum} or newer found (looked at JAVA_HOME, PATH and /usr/lib/jvm); install one, "
+        "e.g. apt-get install openjdk-17-jdk for Kafka, a JDK 21 for Apicurio Registry 3.3"
+    )
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    """SIGTERM one process we started, then SIGKILL if it outlives ``timeout``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass  # not our child (started by an earlier `kafka-up`): fall back to a signal probe
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "\nState:\tZ" in status.read_text())
+
+
+@dataclass
+class _Process:
+    """A Java service process: started detached, its output in a log file."""
+
+    name: str
+    log_path: Path
+    pid: int | None = None
+    _popen: subprocess.Popen[bytes] | None = None
+
+    def launch(self, command: Sequence[str], cwd: Path) -> None:
+        with self.log_path.open("ab") as log:
+            # A session of its own: Ctrl-C in a test run does not reach the service before teardown does.
+            self._popen = subprocess.Popen(
+                list(command), cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.pid = self._popen.pid
+
+    def running(self) -> bool:
+        if self._popen is not None:
+            return self._popen.poll() is None
+        return self.pid is not None and _alive(self.pid)
+
+    def wait_until(self, ready: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise ServiceError(f"{self.name} exited while starting; see {self.log_path}:\n{self.tail()}")
+            if ready():
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise ServiceError(f"{self.name} not ready after {timeout:.0f}s; see {self.log_path}:\n{self.tail()}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.pid is not None and self.running():
+            _terminate(self.pid, timeout)
+        if self._popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(timeout=5)
+        self.pid, self._popen = None, None
+
+    def kill(self) -> None:
+        if self.pid is not None and self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        self.stop(timeout=5)
+
+    def tail(self, lines: int = 30) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class KafkaBroker:
+    """A single-node KRaft broker (combined broker and controller) on 127.0.0.1.
+
+    ``stop()`` then ``start()`` brings the same broker back on the same port with the same data, which is
+    how the tests take it away mid-stream.
+    """
+
+    def __init__(
+        self, data_dir: Path, *, port: int | None = None, controller_port: int | None = None
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.controller_port = controller_port or free_port()
+        self.version, self._classpath = kafka_classpath()
+        self._process = _Process("Kafka broker", data_dir / "kafka.log")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def _properties(self) -> str:
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "data"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    def start(self, timeout: float = 90.0) -> KafkaBroker:
+        """Start the broker (formatting its storage the first time) and wait until it serves clients."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "server.properties"
+        config.write_text(self._properties())
+        java = _java(17)
+        if not (self.data_dir / "data" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            done = subprocess.run(
+                [java, "-cp", self._classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                 "-c", str(config)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                raise ServiceError(f"kafka-storage format failed: {done.stdout}{done.stderr}")
+        log4j = self.data_dir / "log4j2.properties"
+        log4j.write_text(
+            "rootLogger.level=INFO\nrootLogger.appenderRef.out.ref=out\nappender.out.type=Console\n"
+            "appender.out.name=out\nappender.out.layout.type=PatternLayout\n"
+            "appender.out.layout.pattern=[%d] %p %m (%c)%n\nlogger.kafka.name=org.apache.kafka\n"
+            "logger.kafka.level=WARN\nlogger.raft.name=org.apache.kafka.raft\nlogger.raft.level=WARN\n"
+        )
+        command = [
+            java, "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}", "-cp", self._classpath, "kafka.Kafka", str(config),
+        ]  # fmt: skip
+        started = time.monotonic()
+        self._process.launch(command, self.data_dir)
+        self._process.wait_until(self._ready, timeout)
+        logger.info(
+            "Kafka %s broker up at %s in %.1fs (pid %s, data %s)",
+            self.version,
+            self.bootstrap_servers,
+            time.monotonic() - started,
+            self.pid,
+            self.data_dir,
+        )
+        return self
+
+    def _ready(self) -> bool:
+        if not _port_open(self.port):
+            return False
+        # The listener accepts connections before the broker has caught up with the metadata log.
+        return "Kafka Server started" in self._process.tail(200)
+
+    def stop(self) -> None:
+        """Shut down cleanly (SIGTERM, then SIGKILL after 30 s); data stays for a later ``start()``."""
+        self._process.stop()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill() if exc[0] is not None else self.stop()
+
+
+class SchemaRegistry:
+    """Apicurio Registry 3 with in-memory storage; its Confluent-compatible API is at :attr:`url`."""
+
+    def __init__(self, work_dir: Path, *, port: int | None = None) -> None:
+        self.work_dir = work_dir
+        self.port = port or free_port()
+        self.version, self._home = apicurio_home()
+        self._process = _Process("Apicurio Registry", work_dir / "apicurio.log")
+
+    @property
+    def url(self) -> str:
+        """Base URL of the Confluent-compatible API, e.g. ``http://127.0.0.1:PORT/apis/ccompat/v7``."""
+        return f"http://{HOST}:{self.port}{CCOMPAT_PATH}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def start(self, timeout: float = 120.0) -> SchemaRegistry:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            _java(21), "-Xms128m", "-Xmx512m",
+            f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={self.port}",
+            "-Dapicurio.storage.kind=sql", "-Dapicurio.storage.sql.kind=h2",
+            "-Dquarkus.log.level=WARN", "-jar", str(self._home / "quarkus-run.jar"),
+        ]  # fmt: skip
+        started = time.monotonic()
+        self._process.launch(command, self.work_dir)
+        self._process.wait_until(self._ready, timeout)
+        logger.info(
+            "Apicurio Registry %s up at %s in %.1fs (pid %s)",
+            self.version,
+            self.url,
+            time.monotonic() - started,
+            self.pid,
+        )
+        return self
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        self._process.stop()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def __enter__(self) -> SchemaRegistry:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill() if exc[0] is not None else self.stop()
+
+
+# -- producing captured records ----------------------------------------------------------------------------
+
+
+def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
+    """Create a topic with ``partitions`` partitions (no-op if it exists with that many)."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    existing = admin.list_topics(timeout=30).topics
+    if topic in existing:
+        have = len(existing[topic].partitions)
+        if have != partitions:
+            raise ServiceError(f"topic {topic} exists with {have} partitions, not {partitions}")
+        return
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures[topic].result(timeout=30)
+
+
+def produce_records(
+    bootstrap_servers: str, records: Iterable[Mapping[str, Any]], topic: str | None = None
+) -> int:
+    """Produce captured records (``ingest.sample`` shape: base64 key/value) to their partitions, in order.
+
+    One idempotent producer keeps each partition's order and never duplicates on retry, like TiCDC's
+    single in-flight producer. Returns how many records were acknowledged.
+    """
+    from confluent_kafka import KafkaError, Message, Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 5, "acks": "all"}
+    )
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failures.append(f"{message.topic()}/{message.partition()}: {error}")
+
+    count = 0
+    for record in records:
+        value = base64.b64decode(record["value"]) if record.get("value") is not None else None
+        key = base64.b64decode(record["key"]) if record.get("key") is not None else None
+        while True:
+            try:
+                producer.produce(
+                    topic or record["topic"],
+                    value=value,
+                    key=key,
+                    partition=int(record["partition"]),
+                    on_delivery=delivered,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+    left = producer.flush(60)
+    if left or failures:
+        raise ServiceError(f"{left} records not delivered; failures: {failures[:5]}")
+    return count
+
+
+# -- command line ------------------------------------------------------------------------------------------
+
+
+def _state_file(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def _read_state(name: str) -> dict[str, Any] | None:
+    path = _state_file(name)
+    if not path.exists():
+        return None
+    state: dict[str, Any] = json.loads(path.read_text())
+    if not _alive(int(state["pid"])):
+        path.unlink()
+        return None
+    return state
+
+
+def _kafka_up() -> int:
+    state = _read_state("kafka")
+    if state is not None:
+        print(state["bootstrap_servers"])
+        return 0
+    data_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-kafka-"))
+    broker = KafkaBroker(data_dir).start()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _state_file("kafka").write_text(
+        json.dumps(
+            {"pid": broker.pid, "bootstrap_servers": broker.bootstrap_servers, "data_dir": str(data_dir)}
+        )
+    )
+    print(broker.bootstrap_servers)
+    return 0
+
+
+def _registry_up() -> int:
+    state = _read_state("registry")
+    if state is not None:
+        print(state["url"])
+        return 0
+    work_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-registry-"))
+    registry = SchemaRegistry(work_dir).start()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _state_file("registry").write_text(
+        json.dumps({"pid": registry.pid, "url": registry.url, "data_dir": str(work_dir)})
+    )
+    print(registry.url)
+    return 0
+
+
+def _down(name: str, marker: str) -> int:
+    state = _read_state(name)
+    if state is None:
+        print(f"no local {name} running")
+        return 0
+    pid = int(state["pid"])
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    # The pid in the state file may have been reused by another process since: only stop our service.
+    if cmdline.exists() and marker not in cmdline.read_bytes().decode(errors="replace"):
+        print(f"pid {pid} is no longer the local {name}; leaving it alone")
+    else:
+        _terminate(pid, 30.0)
+    shutil.rmtree(state["data_dir"], ignore_errors=True)
+    _state_file(name).unlink(missing_ok=True)
+    print(f"local {name} stopped")
+    return 0
+
+
+def _produce_sample(topic: str) -> int:
+    from ingest.sample import build_sample
+
+    state = _read_state("kafka")
+    if state is None:
+        print("error: no local broker; run `make kafka-up` first", file=sys.stderr)
+        return 1
+    stream = build_sample()
+    create_topic(state["bootstrap_servers"], topic, stream.partitions)
+    count = produce_records(state["bootstrap_servers"], stream.records, topic=topic)
+    print(
+        f"produced {count} records to {topic} ({stream.partitions} partitions) "
+        f"at {state['bootstrap_servers']}"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ingest.local_services", description=__doc__.splitlines()[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("kafka-up", help="start a local broker (once) and print its bootstrap servers")
+    commands.add_parser("kafka-down", help="stop the local broker and delete its data")
+    commands.add_parser("registry-up", help="start a local schema registry (once) and print its URL")
+    commands.add_parser("registry-down", help="stop the local schema registry")
+    produce = commands.add_parser(
+        "produce-sample", help="produce the bundled sample stream to the local broker"
+    )
+    produce.add_argument("--topic", default="tidb_cdc")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "kafka-up":
+            return _kafka_up()
+        if args.command == "kafka-down":
+            return _down("kafka", "kafka.Kafka")
+        if args.command == "registry-up":
+            return _registry_up()
+        if args.command == "registry-down":
+            return _down("registry", "quarkus-run.jar")
+        return _produce_sample(args.topic)
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
