@@ -10,10 +10,11 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib.resources import files as package_files
 from pathlib import Path
 
-from ingest.config import IngestConfig
+from ingest.config import IngestConfig, SourceKind
 from ingest.errors import IngestError
 from ingest.model import tso_to_datetime
 
@@ -62,14 +63,42 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--source",
         default="files",
-        choices=["files"],
-        help="where records come from: 'files' = a directory of captured Kafka records (JSON Lines)",
+        choices=["files", "kafka"],
+        help="where records come from: 'files' = a directory of captured Kafka records (JSON Lines), "
+        "'kafka' = the topics themselves, with Spark Structured Streaming",
     )
     run.add_argument(
         "--input",
-        required=True,
-        help="directory (or file) of captured records, one JSON object per line: topic, partition, "
-        "offset, timestamp (ms), key and value (base64)",
+        default=None,
+        help="with --source files: directory (or file) of captured records, one JSON object per line: "
+        "topic, partition, offset, timestamp (ms), key and value (base64)",
+    )
+    kafka = run.add_argument_group(
+        "Kafka source (--source kafka; any --kafka.<option>=<value> goes to the Kafka client as it is)"
+    )
+    kafka.add_argument("--kafka-bootstrap-servers", default=None, help="e.g. broker1:9092,broker2:9092")
+    kafka.add_argument("--topics", default=None, help="comma-separated topics TiCDC writes to")
+    kafka.add_argument("--topic-pattern", default=None, help="or: a regular expression naming the topics")
+    kafka.add_argument(
+        "--trigger",
+        default=None,
+        choices=["available-now", "processing-time"],
+        help="available-now: read what is there, then stop (default); processing-time: keep mirroring",
+    )
+    kafka.add_argument(
+        "--trigger-interval", default=None, help="with processing-time: e.g. '30 seconds' (default)"
+    )
+    kafka.add_argument(
+        "--checkpoint-location",
+        default=None,
+        help="Spark's checkpoint (default: <state-path>/checkpoints/<stream-id>); deleting it is safe",
+    )
+    kafka.add_argument("--max-offsets-per-trigger", default=None, help="cap on records per batch")
+    kafka.add_argument(
+        "--fail-on-data-loss",
+        default=None,
+        choices=["true", "false"],
+        help="stop when Kafka no longer has records the stream has not read (default: true)",
     )
     run.add_argument(
         "--protocol",
@@ -208,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments and arguments[0].startswith("--") and arguments[0] not in ("--help", "--verbose"):
         # Databricks python_wheel_task passes named_parameters as --key=value only, with no subcommand.
         arguments.insert(0, "run")
+    arguments, kafka_options = _kafka_options(arguments)
     args = _parser().parse_args(arguments)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -227,23 +257,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k, v in vars(args).items()
             if k not in ("command", "verbose") and v is not None
         }
-        return _run(IngestConfig.from_params(params))
+        return _run(IngestConfig.from_params({**params, **kafka_options}))
     except IngestError as exc:
         logger.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
+def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Take ``--kafka.<option>=<value>`` (or ``--kafka.<option> <value>``) out of the arguments."""
+    rest: list[str] = []
+    options: dict[str, str] = {}
+    items = iter(arguments)
+    for item in items:
+        if not item.startswith("--kafka."):
+            rest.append(item)
+            continue
+        key, sep, value = item[2:].partition("=")
+        if not sep:
+            value = next(items, "")
+        options[key] = value
+    return rest, options
+
+
 def _run(config: IngestConfig) -> int:
     from ingest.pipeline import run_files
     from ingest.spark import get_session
 
-    logger.info("config: %s", config)
+    logger.info("config: %s", _redacted(config))
     spark = get_session()
-    result = run_files(spark, config)
-    print(result.describe())
-    for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
-        print("  " + report.describe())
+    if config.source is SourceKind.KAFKA:
+        from ingest.stream import run_kafka
+
+        results = run_kafka(spark, config)
+        print(f"{len(results)} batches")
+    else:
+        results = [run_files(spark, config)]
+    for result in results:
+        print(result.describe())
+        for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
+            print("  " + report.describe())
     return 0
 
 
@@ -260,6 +313,17 @@ def _load(flags: dict[str, str | None]) -> int:
     for table in result.tables:
         print("  " + table.describe())
     return 0
+
+
+def _redacted(config: IngestConfig) -> IngestConfig:
+    """The config as it may be logged: Kafka options that carry secrets (SASL JAAS, passwords) masked."""
+    if config.kafka is None:
+        return config
+    secret = ("password", "jaas", "secret", "token", "key")
+    options = {
+        k: ("***" if any(s in k.lower() for s in secret) else v) for k, v in config.kafka.options.items()
+    }
+    return replace(config, kafka=replace(config.kafka, options=options))
 
 
 def _status(target_path: str, state_path: str | None, stream_id: str) -> int:

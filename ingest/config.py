@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -31,6 +32,14 @@ class SourceKind(Enum):
     """Where the records come from."""
 
     FILES = "files"
+    KAFKA = "kafka"
+
+
+class Trigger(Enum):
+    """When a Kafka stream runs its micro-batches."""
+
+    AVAILABLE_NOW = "available-now"  # read everything there is now, in batches, then stop
+    PROCESSING_TIME = "processing-time"  # keep mirroring, one batch per trigger-interval
 
 
 class DropTablePolicy(Enum):
@@ -48,6 +57,9 @@ class UnknownDdlPolicy(Enum):
 
 
 STATE_DIR_NAME = "_ingest"
+CHECKPOINTS_DIR_NAME = "checkpoints"
+KAFKA_OPTION_PREFIX = "kafka."
+_INTERVAL = re.compile(r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$")
 
 
 def _parse_partitions(text: str) -> frozenset[PartitionId]:
@@ -85,6 +97,93 @@ def _choice(params: Mapping[str, str], key: str, kind: type[E], default: E) -> E
 
 
 @dataclass(frozen=True)
+class KafkaSource:
+    """Where and how a Kafka stream reads. Our progress, not Spark's checkpoint, owns the positions."""
+
+    bootstrap_servers: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    trigger: Trigger = Trigger.AVAILABLE_NOW
+    trigger_interval: str = "30 seconds"
+    checkpoint_location: str = ""  # default: <state-path>/checkpoints/<stream-id>
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    options: Mapping[str, str] = field(default_factory=dict)  # kafka.* passed to Spark as they are
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers:
+            raise ConfigError(
+                "kafka-bootstrap-servers: required with --source kafka, e.g. --kafka-bootstrap-servers "
+                "broker1:9092,broker2:9092"
+            )
+        if bool(self.topics) == bool(self.topic_pattern):
+            raise ConfigError(
+                "topics / topic-pattern: give exactly one, e.g. --topics tidb_cdc,other or "
+                "--topic-pattern 'tidb_cdc_.*'"
+            )
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                raise ConfigError(
+                    f"topic-pattern: {self.topic_pattern!r} is not a regular expression: {exc}"
+                ) from exc
+        if not _INTERVAL.match(self.trigger_interval):
+            raise ConfigError(
+                f"trigger-interval: {self.trigger_interval!r} is not an interval; write e.g. '30 seconds', "
+                "'500 milliseconds' or '5 minutes'"
+            )
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise ConfigError(
+                "max-offsets-per-trigger: must be a positive number of records, got "
+                f"{self.max_offsets_per_trigger}"
+            )
+
+
+_KAFKA_KEYS = {
+    "kafka-bootstrap-servers", "topics", "topic-pattern", "trigger", "trigger-interval",
+    "checkpoint-location", "max-offsets-per-trigger", "fail-on-data-loss",
+}  # fmt: skip
+
+
+def _parse_bool(params: Mapping[str, str], key: str, default: bool) -> bool:
+    value = params.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "1", "yes"):
+        return True
+    if value.strip().lower() in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{key}: {value!r} is not a boolean; use true or false")
+
+
+def _kafka_from_params(params: Mapping[str, str], options: Mapping[str, str]) -> KafkaSource:
+    bootstrap = params.get("kafka-bootstrap-servers", "")
+    passed = options.get("kafka.bootstrap.servers")
+    if passed and bootstrap and passed != bootstrap:
+        raise ConfigError(
+            f"kafka-bootstrap-servers ({bootstrap!r}) and kafka.bootstrap.servers ({passed!r}) disagree; "
+            "give only one"
+        )
+    limit_text = params.get("max-offsets-per-trigger")
+    try:
+        limit = int(limit_text) if limit_text else None
+    except ValueError as exc:
+        raise ConfigError(f"max-offsets-per-trigger: {limit_text!r} is not a whole number") from exc
+    return KafkaSource(
+        bootstrap_servers=bootstrap or passed or "",
+        topics=tuple(t.strip() for t in params.get("topics", "").split(",") if t.strip()),
+        topic_pattern=params.get("topic-pattern") or None,
+        trigger=_choice(params, "trigger", Trigger, Trigger.AVAILABLE_NOW),
+        trigger_interval=params.get("trigger-interval", "30 seconds").strip(),
+        checkpoint_location=params.get("checkpoint-location", ""),
+        max_offsets_per_trigger=limit,
+        fail_on_data_loss=_parse_bool(params, "fail-on-data-loss", True),
+        options={k: v for k, v in options.items() if k != "kafka.bootstrap.servers"},
+    )
+
+
+@dataclass(frozen=True)
 class IngestConfig:
     """Everything one run needs to know. Build it with :meth:`from_params`."""
 
@@ -105,9 +204,14 @@ class IngestConfig:
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     extra: Mapping[str, str] = field(default_factory=dict)
+    kafka: KafkaSource | None = None
 
     def __post_init__(self) -> None:
-        if not self.input_path:
+        if self.source is SourceKind.KAFKA and self.kafka is None:
+            raise ConfigError(
+                "source kafka needs --kafka-bootstrap-servers and --topics (or --topic-pattern)"
+            )
+        if self.source is SourceKind.FILES and not self.input_path:
             raise ConfigError("input: a directory of captured Kafka records is required (--input DIR)")
         if not self.target_path:
             raise ConfigError("target-path: a directory for the Delta tables is required (--target-path DIR)")
@@ -144,7 +248,10 @@ class IngestConfig:
             "unknown-ddl", "simple-encoding", "compression", "claim-check-path",
             "claim-check-raw-value",
         }  # fmt: skip
-        normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
+        # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
+        options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
+        normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None and k not in options}
+        known |= _KAFKA_KEYS
         unknown = sorted(set(normalized) - known)
         if unknown:
             raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
@@ -167,6 +274,11 @@ class IngestConfig:
         except ValueError as exc:
             raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
         partitions = normalized.get("partitions")
+        kafka_given = sorted((set(normalized) & _KAFKA_KEYS) | set(options))
+        if source is not SourceKind.KAFKA and kafka_given:
+            raise ConfigError(f"{', '.join(kafka_given)}: only apply with --source kafka")
+        if source is SourceKind.KAFKA and "input" in normalized:
+            raise ConfigError("input: not used with --source kafka; drop it, or use --source files")
         return cls(
             source=source,
             input_path=normalized.get("input", ""),
@@ -184,7 +296,15 @@ class IngestConfig:
             stream_id=normalized.get("stream-id", "default"),
             drop_table=drop_table,
             unknown_ddl=unknown_ddl,
+            kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
         )
+
+    @property
+    def checkpoint_location(self) -> str:
+        """Spark's checkpoint for the Kafka stream: a cache of positions, our progress is the truth."""
+        if self.kafka is not None and self.kafka.checkpoint_location:
+            return self.kafka.checkpoint_location
+        return f"{self.state_path.rstrip('/')}/{CHECKPOINTS_DIR_NAME}/{self.stream_id}"
 
     def table_path(self, schema: str, table: str) -> str:
         """``<target-path>/<database>/<table>``."""

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -85,7 +86,7 @@ class TableReport:
 
 @dataclass
 class BatchResult:
-    """What one run did, per table and overall."""
+    """What one run did, per table and overall; :meth:`metrics` is what every batch logs."""
 
     run_id: int
     records: int
@@ -93,6 +94,10 @@ class BatchResult:
     quarantined: int
     tables: dict[TableId, TableReport]
     seconds: float
+    bytes: int = 0
+    decoded: dict[TableId, int] = field(default_factory=dict)  # DML rows and DDLs read, per table
+    lag_seconds: float | None = None  # now minus G's physical time, when the batch finished
+    batch_id: int | None = None  # Spark's micro-batch id, for a Kafka stream
 
     def describe(self) -> str:
         g = (
@@ -100,10 +105,45 @@ class BatchResult:
             if self.global_watermark
             else "G = 0 (some partition has no watermark yet)"
         )
+        lag = f", lag {self.lag_seconds:.1f}s" if self.lag_seconds is not None else ""
         return (
-            f"run {self.run_id}: {self.records} records, {g}, {self.quarantined} quarantined, "
-            f"{len(self.tables)} tables, {self.seconds:.1f}s"
+            f"run {self.run_id}: {self.records} records ({self.bytes} bytes), {g}{lag}, "
+            f"{self.quarantined} quarantined, {len(self.tables)} tables, {self.seconds:.1f}s"
         )
+
+    def metrics(self) -> dict[str, object]:
+        """One JSON-able record per batch: events decoded and applied per table, bytes, duration, lag."""
+        tables = sorted(set(self.decoded) | set(self.tables))
+        return {
+            "run_id": self.run_id,
+            "batch_id": self.batch_id,
+            "records": self.records,
+            "bytes": self.bytes,
+            "quarantined": self.quarantined,
+            "duration_seconds": round(self.seconds, 3),
+            "global_watermark": self.global_watermark,
+            "lag_seconds": None if self.lag_seconds is None else round(self.lag_seconds, 3),
+            "tables": {
+                str(t): {
+                    "decoded": self.decoded.get(t, 0),
+                    "applied": _applied(self.tables.get(t)),
+                    "pending": self.tables[t].pending if t in self.tables else 0,
+                }
+                for t in tables
+            },
+        }
+
+
+def _applied(report: TableReport | None) -> int:
+    return 0 if report is None else report.upserted + report.deleted + len(report.ddls)
+
+
+def lag_seconds(global_watermark: int, now: datetime | None = None) -> float | None:
+    """How far the mirror is behind: now against the physical time of G (None before the first G)."""
+    if not global_watermark:
+        return None
+    moment = now or datetime.now(timezone.utc)
+    return (moment - tso_to_datetime(global_watermark)).total_seconds()
 
 
 def run_files(spark: SparkSession, config: IngestConfig) -> BatchResult:
@@ -258,7 +298,22 @@ def _process(
         # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
         schema_cache.add(spark, config.state_path, config.stream_id, fresh)
     progress.commit_progress(spark, config.state_path, config.stream_id, new_progress)
-    result = BatchResult(run_id, records, g, bad + conversion_bad, reports, time.monotonic() - started)
+    decoded_per_table: dict[TableId, int] = defaultdict(int)
+    for signature in signatures:
+        decoded_per_table[signature.table] += signature.rows
+    for table, table_ddls in by_table.items():
+        decoded_per_table[table] += len(table_ddls)
+    result = BatchResult(
+        run_id,
+        records,
+        g,
+        bad + conversion_bad,
+        reports,
+        time.monotonic() - started,
+        bytes=sum(r.bytes for r in ranges.values()),
+        decoded=dict(decoded_per_table),
+        lag_seconds=lag_seconds(g),
+    )
     for report in reports.values():
         logger.info("run %d: %s", run_id, report.describe())
     logger.info("%s", result.describe())
@@ -282,6 +337,7 @@ class _PartitionRead:
     records: int
     bad: int
     min_dml_ts: int | None
+    bytes: int = 0
 
 
 def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
@@ -293,6 +349,7 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
             F.count("*").alias("n"),
             F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"),
             F.min(F.when(F.col("kind") == KIND_DML, F.col("commit_ts"))).alias("min_ts"),
+            F.sum(F.length("value")).alias("bytes"),
         )
         .collect()
     )
@@ -300,11 +357,15 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
     for row in rows:
         if row["topic"] is None or row["partition"] is None:
             # Lines that were not Kafka records at all: counted and quarantined, but they have no partition.
-            result[NO_PARTITION] = _PartitionRead(-1, int(row["n"]), int(row["bad"]), None)
+            result[NO_PARTITION] = _PartitionRead(
+                -1, int(row["n"]), int(row["bad"]), None, int(row["bytes"] or 0)
+            )
             continue
         min_ts = None if row["min_ts"] is None else int(row["min_ts"])
         pid = PartitionId(row["topic"], int(row["partition"]))
-        result[pid] = _PartitionRead(int(row["last"]), int(row["n"]), int(row["bad"]), min_ts)
+        result[pid] = _PartitionRead(
+            int(row["last"]), int(row["n"]), int(row["bad"]), min_ts, int(row["bytes"] or 0)
+        )
     return result
 
 

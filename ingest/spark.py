@@ -7,9 +7,11 @@ clone reuses what an earlier run fetched.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +33,43 @@ def delta_package(spark_version: str) -> str:
     """Maven coordinate of the Delta jar that matches a pyspark version such as ``4.2.0``."""
     major_minor = ".".join(spark_version.split(".")[:2])
     return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY}:{DELTA_JAR_VERSION}"
+
+
+def kafka_package(spark_version: str) -> str:
+    """Maven coordinate of Spark's Kafka source; it must match the pyspark version exactly."""
+    return f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{spark_version}"
+
+
+# spark-sql-kafka 4.2.0 depends on spark-token-provider-kafka 4.2.0, which Maven Central does not have (of
+# the 4.x line it holds only 4.0.0), so Ivy fails the whole resolution. We exclude it there and load the
+# 4.0.0 jar instead: its classes (KafkaTokenUtil, KafkaConfigUpdater) are unchanged since, and the Kafka
+# tests exercise them on every read.
+TOKEN_PROVIDER = f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_BINARY}"
+TOKEN_PROVIDER_VERSION = "4.0.0"
+
+
+def _token_provider_jar(cache_dir: Path) -> Path:
+    """The token-provider jar in our cache, fetched once from Maven Central and checked against its SHA-1."""
+    group, artifact = TOKEN_PROVIDER.split(":")
+    name = f"{artifact}-{TOKEN_PROVIDER_VERSION}.jar"
+    target = cache_dir / "jars" / name
+    if target.exists():
+        return target
+    url = f"{MAVEN_CENTRAL}{group.replace('.', '/')}/{artifact}/{TOKEN_PROVIDER_VERSION}/{name}"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            payload = response.read()
+        with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
+            expected = response.read().decode().split()[0]
+    except OSError as exc:
+        raise SparkSetupError(f"could not fetch {url}: {exc}; check network access to Maven Central") from exc
+    if hashlib.sha1(payload).hexdigest() != expected:
+        raise SparkSetupError(f"{url}: SHA-1 does not match Maven Central's; try again")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    partial.write_bytes(payload)
+    partial.rename(target)
+    return target
 
 
 def on_databricks() -> bool:
@@ -67,7 +106,7 @@ def local_session(
     # Python workers must run this interpreter, or they miss pyarrow/orjson from the virtualenv.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    packages = [delta_package(pyspark.__version__), *extra_packages]
+    packages = [delta_package(pyspark.__version__), kafka_package(pyspark.__version__), *extra_packages]
     ivy_dir = cache_dir / "ivy"
     builder = (
         SparkSession.builder.appName(app_name)
@@ -75,6 +114,8 @@ def local_session(
         .config("spark.jars.packages", ",".join(packages))
         .config("spark.jars.ivy", str(ivy_dir))
         .config("spark.jars.ivySettings", str(_write_ivy_settings(ivy_dir)))
+        .config("spark.jars.excludes", TOKEN_PROVIDER)
+        .config("spark.jars", str(_token_provider_jar(cache_dir)))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.shuffle.partitions", "2")
@@ -92,9 +133,9 @@ def local_session(
         spark = builder.getOrCreate()
     except Exception as exc:  # pyspark raises PySparkRuntimeError(JAVA_GATEWAY_EXITED) with no cause
         raise SparkSetupError(
-            "Spark could not start. The usual cause is that the Delta jar could not be fetched from Maven "
-            f"Central: packages {', '.join(packages)} into Ivy cache {ivy_dir}. Check network access to "
-            "Maven Central (or pre-fill ~/.m2), and that Java 17 is on PATH. "
+            "Spark could not start. The usual cause is that the Delta or Kafka jars could not be fetched "
+            f"from Maven Central: packages {', '.join(packages)} into Ivy cache {ivy_dir}. Check network "
+            "access to Maven Central (or pre-fill ~/.m2), and that Java 17 is on PATH. "
             f"Original error: {exc}"
         ) from exc
     spark.sparkContext.setLogLevel("WARN") if hasattr(spark, "sparkContext") else None

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.model import PartitionId
+from ingest.source import at_or_after
 
 RECORD_SCHEMA = T.StructType(
     [
@@ -42,13 +43,5 @@ def read_messages(spark: SparkSession, input_path: str, start: Mapping[Partition
         F.unbase64("value").alias("value"),
     )
     if start:
-        messages = messages.where(_at_or_after(start))
+        messages = messages.where(at_or_after(start))
     return messages.dropDuplicates(["topic", "partition", "offset"])
-
-
-def _at_or_after(start: Mapping[PartitionId, int]) -> Column:
-    condition = F.lit(True)
-    for pid, offset in start.items():
-        same = (F.col("topic") == pid.topic) & (F.col("partition") == pid.partition)
-        condition = condition & ~(same & (F.col("offset") < offset))
-    return condition

@@ -1,0 +1,113 @@
+"""Kafka -> rows of (topic, partition, offset, timestamp, key, value), with Spark Structured Streaming. I/O.
+
+Positions belong to our progress (R9), not to Spark's checkpoint: a new query starts where our progress
+says, and every batch is checked against it, so a lost or stale checkpoint cannot skip or repeat data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import orjson
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest.config import KafkaSource
+from ingest.errors import OrderingError
+from ingest.model import PartitionId
+
+MESSAGE_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
+EARLIEST = "earliest"
+
+
+def subscribed(source: KafkaSource, topic: str) -> bool:
+    """Whether the stream reads ``topic`` (Spark's subscribePattern matches the whole name)."""
+    if source.topics:
+        return topic in source.topics
+    return source.topic_pattern is not None and re.fullmatch(source.topic_pattern, topic) is not None
+
+
+def starting_offsets(source: KafkaSource, resume: Mapping[PartitionId, int]) -> str:
+    """Spark's ``startingOffsets`` from our progress: JSON positions, or ``earliest`` for a new stream.
+
+    Spark uses it only when the checkpoint holds no offsets yet, so passing it every time is what makes a
+    deleted checkpoint harmless. Partitions our progress does not know start at the earliest offset (-2).
+    """
+    positions: dict[str, dict[str, int]] = {}
+    for pid, offset in sorted(resume.items()):
+        if subscribed(source, pid.topic):
+            positions.setdefault(pid.topic, {})[str(pid.partition)] = offset
+    return orjson.dumps(positions).decode() if positions else EARLIEST
+
+
+def read_stream(spark: SparkSession, source: KafkaSource, start: str) -> DataFrame:
+    """The streaming DataFrame of Kafka records for ``source``, starting at ``start`` on a new checkpoint."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", source.bootstrap_servers)
+        .option("startingOffsets", start)
+        .option("failOnDataLoss", "true" if source.fail_on_data_loss else "false")
+    )
+    if source.topics:
+        reader = reader.option("subscribe", ",".join(source.topics))
+    else:
+        reader = reader.option("subscribePattern", source.topic_pattern or "")
+    if source.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
+    for key, value in sorted(source.options.items()):
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def as_messages(batch: DataFrame) -> DataFrame:
+    """The Kafka-shaped rows the pipeline reads, whatever else the source adds (headers, timestampType)."""
+    return batch.select(*MESSAGE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class PartitionSpan:
+    """The offsets one batch holds for one partition."""
+
+    first: int
+    last: int
+    records: int
+
+
+def partition_spans(batch: DataFrame) -> dict[PartitionId, PartitionSpan]:
+    """First and last offset, and record count, per partition of one micro-batch (one small Spark job)."""
+    rows = (
+        batch.groupBy("topic", "partition")
+        .agg(F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("n"))
+        .collect()
+    )
+    return {
+        PartitionId(r["topic"], int(r["partition"])): PartitionSpan(
+            int(r["first"]), int(r["last"]), int(r["n"])
+        )
+        for r in rows
+    }
+
+
+def check_no_gap(spans: Mapping[PartitionId, PartitionSpan], resume: Mapping[PartitionId, int]) -> None:
+    """Refuse a batch that starts above where our progress resumes a partition (records in between lost).
+
+    That happens when Spark's checkpoint is ahead of our progress: e.g. the progress table was restored
+    from an older copy, or a checkpoint of another stream was reused.
+
+    Raises:
+        OrderingError: naming the partition, both offsets and the fix.
+    """
+    gaps = sorted(
+        (str(pid), resume[pid], span.first)
+        for pid, span in spans.items()
+        if pid in resume and span.first > resume[pid]
+    )
+    if gaps:
+        detail = "; ".join(f"{p}: progress resumes at {r}, the batch starts at {f}" for p, r, f in gaps)
+        raise OrderingError(
+            f"Spark's checkpoint is ahead of our progress ({detail}), so the records in between were never "
+            "applied. Nothing was applied from this batch. Delete the checkpoint directory (checkpoint-"
+            "location): the next run then starts from our progress"
+        )

@@ -1,0 +1,165 @@
+"""A Kafka stream through the same ``pipeline.process_batch`` as the files source, one micro-batch at a time.
+
+Spark's checkpoint only caches positions; our progress owns them (R9):
+- a new checkpoint starts at our progress (``startingOffsets``), so deleting it loses nothing;
+- records below our resume offsets (applied, quarantined or buffered already) are dropped from a batch;
+- a batch that starts above a resume offset means records were skipped: the stream stops.
+
+Every batch logs its metrics as one JSON line, and the query's progress carries the batch's record count,
+bytes and newest Kafka timestamp as observed metrics (``query.lastProgress["observedMetrics"]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from ingest import progress
+from ingest.config import IngestConfig, Trigger
+from ingest.errors import ConfigError, IngestError
+from ingest.pipeline import BatchResult, process_batch
+from ingest.source import at_or_after
+from ingest.source import kafka as kafka_source
+
+logger = logging.getLogger(__name__)
+
+OBSERVED = "ticdc_ingest"  # name of the observed metrics in the query progress
+
+
+# Spark's own words when specific startingOffsets do not name every partition it is assigned.
+_PARTIAL_OFFSETS = "you must specify all TopicPartitions"
+
+
+@dataclass
+class KafkaMirror:
+    """A running (or finished) Kafka mirror: its query and what each of its batches did."""
+
+    query: StreamingQuery
+    results: list[BatchResult] = field(default_factory=list)
+    _failure: list[BaseException] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _from_earliest: Callable[[], StreamingQuery] | None = None
+
+    def await_termination(self, timeout: int | None = None) -> bool:
+        """Wait for the query to end (AvailableNow: when caught up); re-raises the batch's own error.
+
+        Returns:
+            True if the query ended, False if ``timeout`` passed first.
+        """
+        while True:
+            try:
+                ended = (
+                    self.query.awaitTermination(timeout)
+                    if timeout is not None
+                    else self.query.awaitTermination()
+                )
+            except StreamingQueryException as exc:
+                if self._failure and isinstance(self._failure[0], IngestError):
+                    raise self._failure[0] from exc
+                if self._from_earliest is not None and _PARTIAL_OFFSETS in str(exc):
+                    # The topics have partitions our progress never saw, and Spark wants a position for
+                    # every one. Start from the earliest offsets instead: batches drop what our progress
+                    # already holds, so the result is the same, only slower to reach.
+                    logger.warning(
+                        "the subscribed topics have partitions our progress does not know; a new checkpoint "
+                        "starts from the earliest offsets, and records our progress holds are skipped"
+                    )
+                    self.query, self._from_earliest = self._from_earliest(), None
+                    continue
+                raise
+            return True if ended is None else bool(ended)
+
+    def stop(self) -> None:
+        """Stop after the running batch; progress stays at the last committed batch."""
+        self.query.stop()
+
+    def _record(self, result: BatchResult) -> None:
+        with self._lock:
+            self.results.append(result)
+
+
+def start_kafka(spark: SparkSession, config: IngestConfig) -> KafkaMirror:
+    """Start the streaming query; use :func:`run_kafka` to start and wait."""
+    source = config.kafka
+    if source is None:
+        raise ConfigError("source: start_kafka needs --source kafka")
+    committed = progress.load_progress(spark, config.state_path, config.stream_id)
+    start = kafka_source.starting_offsets(source, committed.resume)
+    holder: list[KafkaMirror] = []
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        mirror = holder[0]
+        try:
+            result = _process_kafka_batch(batch, batch_id, config)
+        except BaseException as exc:
+            mirror._failure.append(exc)
+            raise
+        if result is not None:
+            mirror._record(result)
+
+    def launch(position: str) -> StreamingQuery:
+        stream = kafka_source.read_stream(spark, source, position).observe(
+            OBSERVED,
+            F.count(F.lit(1)).alias("records"),
+            F.coalesce(F.sum(F.length("value")), F.lit(0)).alias("bytes"),
+            F.max("timestamp").alias("max_kafka_timestamp"),
+        )
+        writer = (
+            stream.writeStream.queryName(f"ticdc-ingest-{config.stream_id}")
+            .option("checkpointLocation", config.checkpoint_location)
+            .foreachBatch(each_batch)
+        )
+        if source.trigger is Trigger.AVAILABLE_NOW:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=source.trigger_interval)
+        logger.info(
+            "stream %s: reading %s from %s, starting at %s when %s has no offsets yet",
+            config.stream_id,
+            ",".join(source.topics) or f"pattern {source.topic_pattern}",
+            source.bootstrap_servers,
+            position,
+            config.checkpoint_location,
+        )
+        return writer.start()
+
+    mirror = KafkaMirror(launch(start))
+    if start != kafka_source.EARLIEST:
+        mirror._from_earliest = lambda: launch(kafka_source.EARLIEST)
+    holder.append(mirror)
+    return mirror
+
+
+def run_kafka(spark: SparkSession, config: IngestConfig) -> list[BatchResult]:
+    """Mirror from Kafka: AvailableNow returns once caught up, processing-time runs until stopped."""
+    mirror = start_kafka(spark, config)
+    mirror.await_termination()
+    return mirror.results
+
+
+def _process_kafka_batch(batch: DataFrame, batch_id: int, config: IngestConfig) -> BatchResult | None:
+    spark = batch.sparkSession
+    messages = kafka_source.as_messages(batch).persist()
+    try:
+        committed = progress.load_progress(spark, config.state_path, config.stream_id)
+        spans = kafka_source.partition_spans(messages)
+        kafka_source.check_no_gap(spans, committed.resume)
+        fresh = {p: s for p, s in spans.items() if s.last >= committed.resume.get(p, 0)}
+        if not fresh:
+            # Spark replays a batch whose foreachBatch ended but whose commit did not reach the checkpoint.
+            logger.info("batch %d: every record was applied by an earlier run; nothing to do", batch_id)
+            return None
+        result = process_batch(spark, messages.where(at_or_after(committed.resume)), config, committed)
+    finally:
+        messages.unpersist()
+    result.batch_id = batch_id
+    logger.info("batch metrics %s", orjson.dumps(result.metrics()).decode())
+    return result

@@ -1,0 +1,103 @@
+"""Kafka source configuration and the position rules that need no broker (R9)."""
+
+import orjson
+import pytest
+
+from ingest.config import IngestConfig, KafkaSource, SourceKind, Trigger
+from ingest.errors import ConfigError, OrderingError
+from ingest.model import PartitionId
+from ingest.source.kafka import PartitionSpan, check_no_gap, starting_offsets
+
+KAFKA = {"source": "kafka", "kafka-bootstrap-servers": "b1:9092", "topics": "cdc", "target-path": "/lake"}
+
+
+def test_kafka_defaults_checkpoint_under_our_state_and_catch_up_once():
+    config = IngestConfig.from_params(KAFKA)
+    assert config.source is SourceKind.KAFKA
+    assert config.kafka == KafkaSource(bootstrap_servers="b1:9092", topics=("cdc",))
+    assert config.kafka.trigger is Trigger.AVAILABLE_NOW
+    assert config.kafka.fail_on_data_loss is True
+    assert config.checkpoint_location == "/lake/_ingest/checkpoints/default"
+    assert IngestConfig.from_params({**KAFKA, "stream-id": "s2"}).checkpoint_location.endswith("/s2")
+
+
+def test_kafka_options_pass_through_with_their_own_names():
+    config = IngestConfig.from_params(
+        {**KAFKA, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN", "topics": "a, b"}
+    )
+    assert config.kafka is not None
+    assert config.kafka.options == {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN"}
+    assert config.kafka.topics == ("a", "b")
+
+
+def test_all_stream_settings_are_read():
+    config = IngestConfig.from_params(
+        {**KAFKA, "topics": None, "topic-pattern": "cdc_.*", "trigger": "processing-time",
+         "trigger-interval": "5 seconds", "checkpoint-location": "/cp", "max-offsets-per-trigger": "1000",
+         "fail-on-data-loss": "false"}
+    )  # fmt: skip
+    assert config.kafka == KafkaSource(
+        bootstrap_servers="b1:9092", topic_pattern="cdc_.*", trigger=Trigger.PROCESSING_TIME,
+        trigger_interval="5 seconds", checkpoint_location="/cp", max_offsets_per_trigger=1000,
+        fail_on_data_loss=False,
+    )  # fmt: skip
+    assert config.checkpoint_location == "/cp"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"kafka-bootstrap-servers": None}, "kafka-bootstrap-servers: required with --source kafka"),
+        ({"topics": None}, "give exactly one"),
+        ({"topic-pattern": "x.*"}, "give exactly one"),
+        ({"topics": None, "topic-pattern": "(unclosed"}, "not a regular expression"),
+        ({"trigger": "continuous"}, "trigger: 'continuous' is not supported; use one of: available-now"),
+        ({"trigger-interval": "5s"}, "write e.g. '30 seconds'"),
+        ({"max-offsets-per-trigger": "many"}, "not a whole number"),
+        ({"max-offsets-per-trigger": "0"}, "must be a positive number"),
+        ({"fail-on-data-loss": "maybe"}, "use true or false"),
+        ({"input": "/in"}, "input: not used with --source kafka"),
+        ({"kafka.bootstrap.servers": "other:9092"}, "disagree; give only one"),
+    ],
+)
+def test_bad_kafka_settings_fail_at_start_naming_key_and_fix(params, message):
+    with pytest.raises(ConfigError, match=message):
+        IngestConfig.from_params({k: v for k, v in {**KAFKA, **params}.items() if v is not None})
+
+
+def test_kafka_settings_without_kafka_source_are_an_error():
+    with pytest.raises(ConfigError, match="topics: only apply with --source kafka"):
+        IngestConfig.from_params({"input": "/in", "target-path": "/lake", "topics": "cdc"})
+
+
+def test_starting_offsets_come_from_our_progress_for_subscribed_topics_only():
+    source = KafkaSource(bootstrap_servers="b", topics=("cdc",))
+    resume = {PartitionId("cdc", 0): 52, PartitionId("cdc", 1): 35, PartitionId("gone", 0): 9}
+    assert orjson.loads(starting_offsets(source, resume)) == {"cdc": {"0": 52, "1": 35}}
+    assert starting_offsets(source, {}) == "earliest"
+    pattern = KafkaSource(bootstrap_servers="b", topic_pattern="cdc_[0-9]+")
+    resume = {PartitionId("cdc_1", 0): 4, PartitionId("cdc_1x", 0): 5}
+    assert orjson.loads(starting_offsets(pattern, resume)) == {"cdc_1": {"0": 4}}
+
+
+def test_a_batch_starting_above_our_resume_offset_is_a_gap():
+    resume = {PartitionId("cdc", 0): 10, PartitionId("cdc", 1): 5}
+    # At or below the resume offset (a replayed batch), and partitions we never saw: fine.
+    spans = {
+        PartitionId("cdc", 0): PartitionSpan(10, 20, 11),
+        PartitionId("cdc", 1): PartitionSpan(0, 7, 8),
+        PartitionId("cdc", 2): PartitionSpan(100, 101, 2),
+    }
+    check_no_gap(spans, resume)
+    with pytest.raises(OrderingError, match=r"cdc/1: progress resumes at 5, the batch starts at 6"):
+        check_no_gap({PartitionId("cdc", 1): PartitionSpan(6, 7, 2)}, resume)
+
+
+def test_cli_takes_kafka_options_with_or_without_equals():
+    from ingest.cli import _kafka_options
+
+    rest, options = _kafka_options(
+        ["run", "--kafka.security.protocol=SSL", "--topics", "cdc", "--kafka.ssl.truststore.location", "/ts"]
+    )
+    assert rest == ["run", "--topics", "cdc"]
+    assert options == {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/ts"}
