@@ -438,7 +438,7 @@ def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 3})
     existing = admin.list_topics(timeout=30).topics
     if topic in existing:
         have = len(existing[topic].partitions)
@@ -460,7 +460,13 @@ def produce_records(
     from confluent_kafka import KafkaError, Message, Producer
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 5, "acks": "all"}
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "acks": "all",
+            "log_level": 3,
+        }
     )
     failures: list[str] = []
 
