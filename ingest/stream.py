@@ -151,7 +151,15 @@ def _process_kafka_batch(batch: DataFrame, batch_id: int, config: IngestConfig) 
     try:
         committed = progress.load_progress(spark, config.state_path, config.stream_id)
         spans = kafka_source.partition_spans(messages)
-        kafka_source.check_no_gap(spans, committed.resume)
+        if config.kafka is None or config.kafka.fail_on_data_loss:
+            kafka_source.check_no_gap(spans, committed.resume)
+        else:
+            for pid, resume, first in kafka_source.find_gaps(spans, committed.resume):
+                logger.warning(
+                    "batch %d: %s resumes at %d but the batch starts at %d; fail-on-data-loss is false, so "
+                    "offsets %d..%d are skipped and the mirror may miss changes",
+                    batch_id, pid, resume, first, resume, first - 1,
+                )  # fmt: skip
         fresh = {p: s for p, s in spans.items() if s.last >= committed.resume.get(p, 0)}
         if not fresh:
             # Spark replays a batch whose foreachBatch ended but whose commit did not reach the checkpoint.

@@ -90,6 +90,17 @@ def partition_spans(batch: DataFrame) -> dict[PartitionId, PartitionSpan]:
     }
 
 
+def find_gaps(
+    spans: Mapping[PartitionId, PartitionSpan], resume: Mapping[PartitionId, int]
+) -> list[tuple[PartitionId, int, int]]:
+    """Partitions where a batch starts above our resume offset: (partition, resume offset, first offset)."""
+    return sorted(
+        (pid, resume[pid], span.first)
+        for pid, span in spans.items()
+        if pid in resume and span.first > resume[pid]
+    )
+
+
 def check_no_gap(spans: Mapping[PartitionId, PartitionSpan], resume: Mapping[PartitionId, int]) -> None:
     """Refuse a batch that starts above where our progress resumes a partition (records in between lost).
 
@@ -99,11 +110,7 @@ def check_no_gap(spans: Mapping[PartitionId, PartitionSpan], resume: Mapping[Par
     Raises:
         OrderingError: naming the partition, both offsets and the fix.
     """
-    gaps = sorted(
-        (str(pid), resume[pid], span.first)
-        for pid, span in spans.items()
-        if pid in resume and span.first > resume[pid]
-    )
+    gaps = find_gaps(spans, resume)
     if gaps:
         detail = "; ".join(f"{p}: progress resumes at {r}, the batch starts at {f}" for p, r, f in gaps)
         raise OrderingError(
