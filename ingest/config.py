@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -40,6 +41,15 @@ class Trigger(Enum):
 
     AVAILABLE_NOW = "available-now"  # read everything there is now, in batches, then stop
     PROCESSING_TIME = "processing-time"  # keep mirroring, one batch per trigger-interval
+
+
+class InputFormat(Enum):
+    """How the files source reads its input directory."""
+
+    AUTO = "auto"  # a storage-sink layout if <input>/metadata holds a checkpoint-ts, else line by line
+    RECORDS = "records"  # captured records: value and key in base64
+    KCAT = "kcat"  # `kcat -J` envelopes: payload and key as JSON strings
+    STORAGE = "storage"  # TiCDC's storage-sink layout for Canal-JSON
 
 
 class DropTablePolicy(Enum):
@@ -203,6 +213,7 @@ class IngestConfig:
     stream_id: str = "default"
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
+    input_format: InputFormat = InputFormat.AUTO
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
 
@@ -246,7 +257,7 @@ class IngestConfig:
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
             "unknown-ddl", "simple-encoding", "compression", "claim-check-path",
-            "claim-check-raw-value",
+            "claim-check-raw-value", "input-format",
         }  # fmt: skip
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
         options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
@@ -255,6 +266,8 @@ class IngestConfig:
         unknown = sorted(set(normalized) - known)
         if unknown:
             raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        # An empty job parameter or widget means "not set": bundles and notebooks cannot omit a key.
+        normalized = {k: v for k, v in normalized.items() if v != ""}
         source = _choice(normalized, "source", SourceKind, SourceKind.FILES)
         protocol = _choice(normalized, "protocol", Protocol, Protocol.CANAL_JSON)
         simple_encoding = _choice(normalized, "simple-encoding", SimpleEncoding, SimpleEncoding.JSON)
@@ -268,6 +281,7 @@ class IngestConfig:
             )
         drop_table = _choice(normalized, "drop-table", DropTablePolicy, DropTablePolicy.ARCHIVE)
         unknown_ddl = _choice(normalized, "unknown-ddl", UnknownDdlPolicy, UnknownDdlPolicy.FAIL)
+        input_format = _choice(normalized, "input-format", InputFormat, InputFormat.AUTO)
         ratio_text = normalized.get("max-bad-ratio", "0")
         try:
             ratio = float(ratio_text)
@@ -297,6 +311,7 @@ class IngestConfig:
             drop_table=drop_table,
             unknown_ddl=unknown_ddl,
             kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
+            input_format=input_format,
         )
 
     @property
@@ -305,6 +320,15 @@ class IngestConfig:
         if self.kafka is not None and self.kafka.checkpoint_location:
             return self.kafka.checkpoint_location
         return f"{self.state_path.rstrip('/')}/{CHECKPOINTS_DIR_NAME}/{self.stream_id}"
+
+    @classmethod
+    def from_toml(cls, text: str, overrides: Mapping[str, str] | None = None) -> IngestConfig:
+        """Build a config from a TOML document (top-level ``key = value``), then ``overrides`` on top.
+
+        Raises:
+            ConfigError: the TOML is invalid, a value is a table, or a key is unknown or invalid.
+        """
+        return cls.from_params({**params_from_toml(text), **(overrides or {})})
 
     def table_path(self, schema: str, table: str) -> str:
         """``<target-path>/<database>/<table>``."""
@@ -424,3 +448,39 @@ class LoadConfig:
             csv_line_terminator=_unescape_option(terminator) if terminator else None,
             table_name_template=normalized.get("table-name-template") or None,
         )
+
+
+def params_from_toml(text: str) -> dict[str, str]:
+    """TOML text as string parameters, the same form job parameters and widgets take.
+
+    Numbers and booleans become their TOML text, arrays are joined with commas; nested tables are refused,
+    so a typo'd section header cannot silently hide its keys.
+    """
+    try:
+        document = _toml_loads(text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"config file: not valid TOML: {exc}") from exc
+    params: dict[str, str] = {}
+    for key, value in document.items():
+        if isinstance(value, dict):
+            raise ConfigError(
+                f"config file: [{key}] is a table; write every setting as a top-level 'key = value'"
+            )
+        params[key] = _toml_text(value)
+    return params
+
+
+def _toml_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_toml_text(v) for v in value)
+    return str(value)
+
+
+def _toml_loads(text: str) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10 (older Databricks runtimes): the tomli backport, a conditional dependency
+        import tomli as tomllib
+    return tomllib.loads(text)

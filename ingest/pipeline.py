@@ -149,7 +149,7 @@ def lag_seconds(global_watermark: int, now: datetime | None = None) -> float | N
 def run_files(spark: SparkSession, config: IngestConfig) -> BatchResult:
     """Mirror a directory of captured Kafka records, continuing from the last committed progress."""
     committed = progress.load_progress(spark, config.state_path, config.stream_id)
-    messages = files.read_messages(spark, config.input_path, committed.resume)
+    messages = files.read_messages(spark, config.input_path, committed.resume, config.input_format)
     return process_batch(spark, messages, config, committed)
 
 

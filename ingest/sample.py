@@ -32,7 +32,15 @@ from ingest.decode import simple as sp
 from ingest.decode.compression import Compression, compress
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.decode.mysql_types import parse_mysql_type
-from ingest.model import Column, ColumnKind, ColumnType, TableId, TableSchema, tso_from_datetime
+from ingest.model import (
+    Column,
+    ColumnKind,
+    ColumnType,
+    TableId,
+    TableSchema,
+    tso_from_datetime,
+    tso_to_datetime,
+)
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
@@ -541,6 +549,23 @@ class Stream:
             path.write_bytes(b"".join(line + b"\n" for line in lines))
         return paths
 
+    def write_kcat(self, directory: Path, files: int = 2) -> list[Path]:
+        """Write the records as `kcat -C -J` prints them: payload and key as JSON strings, never base64."""
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = [directory / f"kcat-{i:03d}.json" for i in range(files)]
+        lines: list[list[bytes]] = [[] for _ in paths]
+        for index, record in enumerate(self.records):
+            envelope = {
+                "topic": record["topic"], "partition": record["partition"], "offset": record["offset"],
+                "tstype": "create", "ts": record["timestamp"], "broker": 1,
+                "key": base64.b64decode(record["key"]).decode() if record["key"] is not None else None,
+                "payload": base64.b64decode(record["value"]).decode() if record["value"] else None,
+            }  # fmt: skip
+            lines[index % files].append(orjson.dumps(envelope))
+        for path, chunk in zip(paths, lines, strict=True):
+            path.write_bytes(b"".join(line + b"\n" for line in chunk))
+        return paths
+
     # -- encoding ----------------------------------------------------------------------------------------
     def _emit(
         self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int | None
@@ -647,6 +672,72 @@ class Stream:
             "es": ts >> 18, "ts": (ts >> 18) + 3, "sql": sql, "sqlType": None, "mysqlType": None,
             "data": None, "old": None, "_tidb": {cj.TIDB_COMMIT_TS: ts},
         }  # fmt: skip
+
+
+class StorageSinkWriter:
+    """Writes a stream the way TiCDC's storage sink does for Canal-JSON (ticdc-protocols.md §2.12).
+
+    Each :meth:`flush` writes the records added since the last one into new ``CDC<index>.json`` files
+    (never rewriting a file), a schema file per DDL, and the ``metadata`` file with the checkpoint-ts.
+    DML lands in ``<db>/<table>/<table-version>/<date>/``, the table version being its last DDL's commitTs;
+    watermarks are not written (the checkpoint-ts replaces them), as in TiCDC.
+    """
+
+    def __init__(self, stream: Stream, root: Path, rows_per_file: int = 5) -> None:
+        self.stream, self.root, self.rows_per_file = stream, root, rows_per_file
+        self._written = 0
+        self._versions: dict[TableId, int] = {}
+        self._next_index: dict[Path, int] = {}
+
+    def flush(self, checkpoint_ts: int | None = None) -> None:
+        """Write what is new, and set the checkpoint-ts (default: the stream's complete watermark)."""
+        pending: dict[Path, list[bytes]] = {}
+        for record in self.stream.records[self._written :]:
+            message = orjson.loads(base64.b64decode(record["value"]))
+            ts = message["_tidb"].get(cj.TIDB_COMMIT_TS)
+            if message["type"] == cj.TYPE_WATERMARK:
+                continue
+            table = TableId(message["database"], message["table"])
+            if message["isDdl"]:
+                self._versions[table] = ts
+                self._write_schema(table, ts, message)
+                continue
+            day = tso_to_datetime(ts).date().isoformat()
+            folder = self.root / table.schema / table.table / str(self._versions[table]) / day
+            pending.setdefault(folder, []).append(orjson.dumps(message))
+        self._written = len(self.stream.records)
+        for folder, lines in pending.items():
+            folder.mkdir(parents=True, exist_ok=True)
+            for first in range(0, len(lines), self.rows_per_file):
+                index = self._next_index.get(folder, 1)
+                self._next_index[folder] = index + 1
+                chunk = lines[first : first + self.rows_per_file]
+                (folder / f"CDC{index:020d}.json").write_bytes(b"".join(line + b"\r\n" for line in chunk))
+            (folder / "meta").mkdir(exist_ok=True)
+            (folder / "meta" / "CDC.index").write_text(f"CDC{self._next_index[folder] - 1:020d}.json\n")
+        checkpoint = self.stream.complete_watermark() if checkpoint_ts is None else checkpoint_ts
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "metadata").write_bytes(orjson.dumps({"checkpoint-ts": checkpoint}))
+
+    def _write_schema(self, table: TableId, ts: int, message: Mapping[str, Any]) -> None:
+        sql = message["sql"]
+        folder = (
+            self.root / table.schema / (table.table or "") / "meta"
+            if table.table
+            else (self.root / table.schema / "meta")
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        columns = self.stream._tables[table].schema.columns if table in self.stream._tables else ()
+        body = {
+            "Table": table.table, "Schema": table.schema, "Version": 1, "TableVersion": ts, "Query": sql,
+            "Type": {"CREATE": 3, "TRUNCATE": 11, "ALTER": 5}.get(message["type"], 0),
+            "TableColumns": [
+                {"ColumnName": c.name, "ColumnType": c.type.kind.value.upper()} for c in columns
+            ],
+            "TableColumnsTotal": len(columns),
+        }  # fmt: skip
+        crc = hashlib.md5(orjson.dumps(body)).hexdigest()[:8]
+        (folder / f"schema_{ts}_{int(crc, 16)}.json").write_bytes(orjson.dumps(body))
 
 
 CUSTOMERS = """CREATE TABLE `shop`.`customers` (

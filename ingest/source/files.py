@@ -1,7 +1,15 @@
-"""Captured Kafka records from a directory of JSON Lines files.
+"""Kafka records from files: captured records, ``kcat -J`` envelopes, or TiCDC's storage-sink layout. I/O.
 
-One record per line: ``{"topic", "partition", "offset", "timestamp" (ms or null), "key" (base64 or null),
-"value" (base64 or null)}``. Files may overlap or split partitions arbitrarily; order comes from offsets.
+Line formats (JSON Lines; files may overlap or split partitions arbitrarily; order comes from offsets):
+
+- captured records: ``{"topic", "partition", "offset", "timestamp" (ms or null), "key" (base64 or null),
+  "value" (base64 or null)}``;
+- ``kcat -C -J`` envelopes: ``{"topic", "partition", "offset", "tstype", "ts" (ms), "broker", "headers",
+  "key", "payload"}``, where key and payload are the message bytes as a JSON string (kcat never
+  base64-encodes them) or null. kcat always writes ``broker``, which is how a line is recognised as kcat.
+
+``input-format=auto`` reads a storage-sink root (a ``metadata`` file with a checkpoint-ts) with
+:mod:`ingest.source.storage_sink`, and otherwise decides per line, so a folder may mix both line formats.
 """
 
 from __future__ import annotations
@@ -12,10 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.config import InputFormat
 from ingest.model import PartitionId
-from ingest.source import at_or_after
+from ingest.source import at_or_after, storage_sink
 
-RECORD_SCHEMA = T.StructType(
+LINE_SCHEMA = T.StructType(
     [
         T.StructField("topic", T.StringType()),
         T.StructField("partition", T.IntegerType()),
@@ -23,24 +32,46 @@ RECORD_SCHEMA = T.StructType(
         T.StructField("timestamp", T.LongType()),
         T.StructField("key", T.StringType()),
         T.StructField("value", T.StringType()),
+        # kcat -J
+        T.StructField("ts", T.LongType()),
+        T.StructField("broker", T.IntegerType()),
+        T.StructField("payload", T.StringType()),
     ]
 )
 
 
-def read_messages(spark: SparkSession, input_path: str, start: Mapping[PartitionId, int]) -> DataFrame:
-    """Read captured records at or after each partition's start offset, as Kafka-shaped rows.
+def resolve_format(spark: SparkSession, input_path: str, requested: InputFormat) -> InputFormat:
+    """``auto`` becomes ``storage`` when the input is a storage-sink root; the rest stay as asked."""
+    if requested is InputFormat.AUTO and storage_sink.read_checkpoint(spark, input_path) is not None:
+        return InputFormat.STORAGE
+    return requested
+
+
+def read_messages(
+    spark: SparkSession,
+    input_path: str,
+    start: Mapping[PartitionId, int],
+    input_format: InputFormat = InputFormat.AUTO,
+) -> DataFrame:
+    """Read records at or after each partition's start offset, as Kafka-shaped rows.
 
     A record that appears in several files (overlapping captures) is read once. Lines that are not a
     record at all (no topic/partition/offset) come back with ``partition`` null and are quarantined.
     """
-    raw = spark.read.schema(RECORD_SCHEMA).option("mode", "PERMISSIVE").json(input_path)
+    chosen = resolve_format(spark, input_path, input_format)
+    if chosen is InputFormat.STORAGE:
+        return storage_sink.read_messages(spark, input_path, start)
+    raw = spark.read.schema(LINE_SCHEMA).option("mode", "PERMISSIVE").json(input_path)
+    detected = F.lit(chosen is InputFormat.AUTO) & F.col("broker").isNotNull()
+    kcat = F.lit(chosen is InputFormat.KCAT) | detected
+    millis = F.when(kcat, F.col("ts")).otherwise(F.col("timestamp"))
     messages = raw.select(
         "topic",
         "partition",
         "offset",
-        F.when(F.col("timestamp").isNotNull(), F.timestamp_millis("timestamp")).alias("timestamp"),
-        F.unbase64("key").alias("key"),
-        F.unbase64("value").alias("value"),
+        F.when(millis.isNotNull(), F.timestamp_millis(millis)).alias("timestamp"),
+        F.when(kcat, F.encode("key", "UTF-8")).otherwise(F.unbase64("key")).alias("key"),
+        F.when(kcat, F.encode("payload", "UTF-8")).otherwise(F.unbase64("value")).alias("value"),
     )
     if start:
         messages = messages.where(at_or_after(start))
