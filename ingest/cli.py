@@ -14,9 +14,9 @@ from dataclasses import replace
 from importlib.resources import files as package_files
 from pathlib import Path
 
-from ingest.config import IngestConfig, SourceKind
-from ingest.errors import IngestError
-from ingest.model import tso_to_datetime
+from ingest.config import IngestConfig, SourceKind, params_from_toml
+from ingest.errors import ConfigError, IngestError
+from ingest.model import TableId, tso_to_datetime
 
 logger = logging.getLogger("ingest")
 
@@ -32,9 +32,19 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser(
-        "run", help="apply a change stream to the Delta tables, continuing from progress"
+        "run", help="apply a change stream to the Delta tables, continuing from progress", allow_abbrev=False
     )
     _add_run_flags(run)
+    _add_edge_flags(run)
+
+    resync = commands.add_parser(
+        "resync",
+        help="rebuild one table from the input (which must still hold its whole history) and swap it in",
+        allow_abbrev=False,
+    )
+    resync.add_argument("--table", required=True, help="the upstream table to rebuild, as database.table")
+    _add_run_flags(resync)
+    _add_edge_flags(resync)
 
     status = commands.add_parser(
         "status", help="per table: applied TSO and its time, lag, rows, pending, bad"
@@ -71,7 +81,15 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "--input",
         default=None,
         help="with --source files: directory (or file) of captured records, one JSON object per line: "
-        "topic, partition, offset, timestamp (ms), key and value (base64)",
+        "topic, partition, offset, timestamp (ms), key and value (base64); or kcat -J output; or a TiCDC "
+        "storage-sink root",
+    )
+    run.add_argument(
+        "--input-format",
+        default="auto",
+        choices=["auto", "records", "kcat", "storage"],
+        help="auto (default): a storage-sink root if <input>/metadata holds a checkpoint-ts, else each line "
+        "is a captured record or a kcat -J envelope (kcat lines carry 'broker')",
     )
     kafka = run.add_argument_group(
         "Kafka source (--source kafka; any --kafka.<option>=<value> goes to the Kafka client as it is)"
@@ -131,7 +149,7 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--target-path",
-        required=True,
+        default=None,
         help="root of the mirror: tables live at <target-path>/<database>/<table>",
     )
     run.add_argument(
@@ -231,6 +249,54 @@ def _add_load_flags(load: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_edge_flags(run: argparse.ArgumentParser) -> None:
+    """Flags of the command line itself, not of the mirror: they never reach IngestConfig."""
+    run.add_argument(
+        "--config",
+        default=None,
+        help="a TOML file of 'key = value' settings (the same keys as these flags, without '--'); flags "
+        "given on the command line win over the file",
+    )
+    run.add_argument(
+        "--progress",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="progress lines on stderr: records, bytes and offsets done per partition (auto: when stderr "
+        "is a terminal; costs one extra pass over the input)",
+    )
+
+
+def _explicit_keys(arguments: Sequence[str]) -> set[str]:
+    """The keys given on the command line (``--key value`` or ``--key=value``), as config keys."""
+    return {a[2:].split("=", 1)[0].replace("_", "-") for a in arguments if a.startswith("--")}
+
+
+def _params(args: argparse.Namespace, arguments: Sequence[str]) -> dict[str, str]:
+    """Config parameters from the flags, on top of the TOML file if one is given (flag defaults below it)."""
+    edge = {"command", "verbose", "config", "progress", "table"}
+    flags = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in edge and v is not None}
+    if not args.config:
+        return flags
+    try:
+        text = Path(args.config).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {args.config}: {exc}") from exc
+    from_file = params_from_toml(text)
+    explicit = _explicit_keys(arguments)
+    defaults = {k: v for k, v in flags.items() if k not in from_file and k not in explicit}
+    return {**defaults, **from_file, **{k: v for k, v in flags.items() if k in explicit}}
+
+
+def mirror_main() -> int:
+    """Entry point of the mirror job task (``ticdc-ingest-mirror``): named parameters are ``run``'s."""
+    return main(["run", *sys.argv[1:]])
+
+
+def backfill_main() -> int:
+    """Entry point of the backfill job task (``ticdc-ingest-backfill``): catch up from the input and stop."""
+    return main(["run", *sys.argv[1:]])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -252,12 +318,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args.target_path, args.state_path, args.stream_id)
         if args.command == "load":
             return _load(vars(args))
-        params = {
-            k.replace("_", "-"): v
-            for k, v in vars(args).items()
-            if k not in ("command", "verbose") and v is not None
-        }
-        return _run(IngestConfig.from_params({**params, **kafka_options}))
+        config = IngestConfig.from_params({**_params(args, arguments), **kafka_options})
+        if args.command == "resync":
+            return _resync(config, args.table)
+        show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+        return _run(config, show_progress=show)
     except IngestError as exc:
         logger.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
@@ -280,7 +345,7 @@ def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
     return rest, options
 
 
-def _run(config: IngestConfig) -> int:
+def _run(config: IngestConfig, show_progress: bool = False) -> int:
     from ingest.pipeline import run_files
     from ingest.spark import get_session
 
@@ -292,7 +357,11 @@ def _run(config: IngestConfig) -> int:
         results = run_kafka(spark, config)
         print(f"{len(results)} batches")
     else:
-        results = [run_files(spark, config)]
+
+        def progress_line(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+
+        results = [run_files(spark, config, progress_line if show_progress else None)]
     for result in results:
         print(result.describe())
         for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
@@ -324,6 +393,18 @@ def _redacted(config: IngestConfig) -> IngestConfig:
         k: ("***" if any(s in k.lower() for s in secret) else v) for k, v in config.kafka.options.items()
     }
     return replace(config, kafka=replace(config.kafka, options=options))
+
+
+def _resync(config: IngestConfig, table_name: str) -> int:
+    from ingest.resync import resync_table
+    from ingest.spark import get_session
+
+    schema, dot, table = table_name.partition(".")
+    if not dot or not schema or not table:
+        raise ConfigError(f"table: expected database.table, got {table_name!r}")
+    result = resync_table(get_session(), config, TableId(schema, table))
+    print(result.describe())
+    return 0
 
 
 def _status(target_path: str, state_path: str | None, stream_id: str) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -146,11 +147,26 @@ def lag_seconds(global_watermark: int, now: datetime | None = None) -> float | N
     return (moment - tso_to_datetime(global_watermark)).total_seconds()
 
 
-def run_files(spark: SparkSession, config: IngestConfig) -> BatchResult:
-    """Mirror a directory of captured Kafka records, continuing from the last committed progress."""
+def run_files(
+    spark: SparkSession, config: IngestConfig, report: Callable[[str], None] | None = None
+) -> BatchResult:
+    """Mirror a directory of captured Kafka records, continuing from the last committed progress.
+
+    ``report`` receives progress lines (records, bytes, share of offsets done per partition) for a
+    terminal; counting them costs one extra pass over the input, so it is off unless asked for.
+    """
     committed = progress.load_progress(spark, config.state_path, config.stream_id)
     messages = files.read_messages(spark, config.input_path, committed.resume, config.input_format)
-    return process_batch(spark, messages, config, committed)
+    if report is None:
+        return process_batch(spark, messages, config, committed)
+    stats = files.input_stats(messages)
+    for line in files.describe_stats(stats, committed.resume, before=True):
+        report(line)
+    result = process_batch(spark, messages, config, committed)
+    after = progress.load_progress(spark, config.state_path, config.stream_id)
+    for line in files.describe_stats(stats, after.resume, before=False):
+        report(line)
+    return result
 
 
 def process_batch(
@@ -261,7 +277,8 @@ def _process(
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
     conversion_bad = 0
-    for table in tables:
+    for number, table in enumerate(tables, start=1):
+        logger.info("run %d: table %d/%d: %s", run_id, number, len(tables), table)
         report, state = _apply_table(
             spark,
             config,

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+import orjson
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ingest import progress, quarantine
+from ingest import ddl_history, progress, quarantine
 from ingest.config import IngestConfig
 from ingest.model import TableId, tso_to_datetime
+
+LAST_DDL_WIDTH = 60
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class TableStatus:
     rows: int
     pending: int
     quarantined: int
+    last_ddl: str = ""
 
 
 def _when(tso: int) -> str:
@@ -41,6 +46,7 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
             r["table"] or "": int(r["n"])
             for r in rejected.groupBy("table").agg(F.count("*").alias("n")).collect()
         }
+    last_ddl = _last_ddls(spark, config.state_path)
     tables = []
     for table in sorted(set(committed.tables) | set(committed.pending_rows)):
         path = config.table_path(table.schema, table.table)
@@ -55,6 +61,7 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
                 rows=rows,
                 pending=committed.pending_rows.get(table, 0),
                 quarantined=bad.get(str(table), 0),
+                last_ddl=last_ddl.get(str(table), ""),
             )
         )
     return committed, tables
@@ -75,11 +82,82 @@ def render(committed: progress.Progress, tables: list[TableStatus], now: datetim
             or "none"
         ),
         f"{'table':<28} {'applied TSO':>20}  {'applied at (UTC)':<32} {'lag':>8} {'rows':>9} {'pending':>8} "
-        f"{'bad':>5}  last DDL at",
+        f"{'bad':>5}  last DDL at                       last DDL",
     ]
     for t in tables:
+        ddl = " ".join(t.last_ddl.split())
+        ddl = ddl if len(ddl) <= LAST_DDL_WIDTH else ddl[: LAST_DDL_WIDTH - 3] + "..."
         lines.append(
             f"{t.table!s:<28} {t.applied_ts:>20}  {_when(t.applied_ts):<32} {_lag(t.applied_ts, now):>8} "
-            f"{t.rows:>9} {t.pending:>8} {t.quarantined:>5}  {_when(t.ddl_ts)}"
+            f"{t.rows:>9} {t.pending:>8} {t.quarantined:>5}  {_when(t.ddl_ts):<32}  {ddl or '-'}"
         )
+    return "\n".join(lines)
+
+
+def _last_ddls(spark: SparkSession, state_path: str) -> dict[str, str]:
+    """Per table, the statement of the newest DDL the mirror applied or recorded."""
+    path = ddl_history.history_path(state_path)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return {}
+    rows = (
+        spark.read.format("delta")
+        .load(path)
+        .where(F.col("action") != ddl_history.REJECTED)
+        .groupBy("table")
+        .agg(F.max_by("sql", F.struct("commit_ts", "recorded_at")).alias("sql"))
+        .collect()
+    )
+    return {r["table"]: r["sql"] or "" for r in rows}
+
+
+@dataclass(frozen=True)
+class LagPoint:
+    """One committed run, seen from one table: how far behind its applied TSO was at commit time."""
+
+    committed_at: datetime
+    run_id: int
+    table: str  # "G" for the global watermark
+    applied_ts: int
+    lag_seconds: float
+
+
+def lag_history(spark: SparkSession, config: IngestConfig) -> list[LagPoint]:
+    """Lag over time, from the progress table (one row per committed run), oldest first."""
+    path = progress.progress_path(config.state_path)
+    if not DeltaTable.isDeltaTable(spark, path):
+        return []
+    rows = (
+        spark.read.format("delta")
+        .load(path)
+        .where(F.col("stream_id") == config.stream_id)
+        .orderBy("run_id")
+        .select("run_id", "committed_at", "global_watermark", "state")
+        .collect()
+    )
+    points = []
+    for row in rows:
+        at = (
+            row["committed_at"].replace(tzinfo=timezone.utc)
+            if row["committed_at"].tzinfo is None
+            else (row["committed_at"])
+        )
+        applied = {"G": int(row["global_watermark"])}
+        applied.update({k: int(v["applied_ts"]) for k, v in orjson.loads(row["state"])["tables"].items()})
+        for table, ts in sorted(applied.items()):
+            if ts:
+                lag = (at - tso_to_datetime(ts)).total_seconds()
+                points.append(LagPoint(at, int(row["run_id"]), table, ts, lag))
+    return points
+
+
+def render_lag_chart(points: list[LagPoint], table: str = "G", width: int = 50) -> str:
+    """A text bar chart of one table's lag per run: it prints the same in a terminal, a notebook or a log."""
+    mine = [p for p in points if p.table == table]
+    if not mine:
+        return f"{table}: no committed run has applied anything yet"
+    top = max(max(p.lag_seconds for p in mine), 1e-9)
+    lines = [f"lag of {table} at each committed run (seconds; # = {top / width:.3g}s)"]
+    for p in mine:
+        bar = "#" * max(0, round(p.lag_seconds / top * width))
+        lines.append(f"run {p.run_id:>5} {p.committed_at:%Y-%m-%d %H:%M:%S} {p.lag_seconds:>12.1f} |{bar}")
     return "\n".join(lines)

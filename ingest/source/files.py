@@ -15,6 +15,7 @@ Line formats (JSON Lines; files may overlap or split partitions arbitrarily; ord
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -76,3 +77,49 @@ def read_messages(
     if start:
         messages = messages.where(at_or_after(start))
     return messages.dropDuplicates(["topic", "partition", "offset"])
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """What a run is about to read from one partition."""
+
+    records: int
+    bytes: int
+    last_offset: int
+
+
+def input_stats(messages: DataFrame) -> dict[PartitionId, PartitionStats]:
+    """Records, bytes and last offset per partition, for progress lines (one pass over the input)."""
+    rows = (
+        messages.where(F.col("partition").isNotNull())
+        .groupBy("topic", "partition")
+        .agg(
+            F.count("*").alias("n"),
+            F.sum(F.coalesce(F.length("value"), F.lit(0))).alias("bytes"),
+            F.max("offset").alias("last"),
+        )
+        .collect()
+    )
+    return {
+        PartitionId(r["topic"], int(r["partition"])): PartitionStats(
+            int(r["n"]), int(r["bytes"]), int(r["last"])
+        )
+        for r in rows
+    }
+
+
+def describe_stats(
+    stats: Mapping[PartitionId, PartitionStats], resume: Mapping[PartitionId, int], *, before: bool
+) -> list[str]:
+    """Progress lines: one summary, then offsets done / offsets in the input per partition."""
+    records = sum(s.records for s in stats.values())
+    size = sum(s.bytes for s in stats.values())
+    phase = "reading" if before else "done"
+    lines = [f"{phase}: {records} records, {size / 1e6:.1f} MB in {len(stats)} partitions"]
+    for pid, s in sorted(stats.items()):
+        total = s.last_offset + 1
+        done = min(resume.get(pid, 0), total)
+        lines.append(
+            f"  {pid}: offsets done {done}/{total} ({done / total:.0%})" if total else f"  {pid}: empty"
+        )
+    return lines

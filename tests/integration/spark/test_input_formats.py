@@ -64,7 +64,9 @@ def test_storage_sink_layout_mirrors_upstream_at_the_checkpoint(spark, tmp_path)
     assert result.global_watermark == checkpoint
     assert result.quarantined == 0
     for table in TABLES:
-        assert delta_rows(spark, str(tmp_path / "lake"), table) == expected_rows(stream, table, checkpoint), table
+        assert delta_rows(spark, str(tmp_path / "lake"), table) == expected_rows(stream, table, checkpoint), (
+            table
+        )
     # Rows written above the checkpoint-ts stay pending.
     assert result.tables[TableId("shop", "customers")].pending == 1
 

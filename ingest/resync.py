@@ -1,0 +1,116 @@
+"""Re-sync one table: rebuild it from the retained input, then swap it in at a consistent state. I/O.
+
+What re-sync means under our exactly-once design: a mirrored table is a function of the change stream
+up to its applied TSO A_T (R8). Re-syncing table T replays the input from its first record, for T only,
+into a staging table under ``<state>/resync/`` with its own progress (stream id ``resync``), and then
+replaces T's rows with the staged rows. The replacing commit carries the staged state (A_T', D_T', DDL
+identities); the mirror's own progress and buffer are untouched, and anything they still hold for T at or
+below A_T' is filtered by A_T' on the next run, so nothing is applied twice and nothing is skipped.
+
+It needs the input to still hold T's whole history (a files source, or a Kafka topic whose retention
+reaches back to T's CREATE TABLE), and it refuses when the replay ends below the table's current A_T:
+swapping would move the table back in time, and the rows in between are no longer buffered anywhere.
+Renames into or out of T are not followed; the replay sees T's own name only.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass, replace
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest import progress
+from ingest.apply import schema as apply_schema
+from ingest.apply.delta_commit import state_to_metadata
+from ingest.config import IngestConfig
+from ingest.errors import ConfigError
+from ingest.model import TableId, TableState, tso_to_datetime
+from ingest.pipeline import process_batch
+from ingest.source import files
+
+logger = logging.getLogger(__name__)
+
+RESYNC_DIR = "resync"
+RESYNC_STREAM = "resync"
+
+
+@dataclass(frozen=True)
+class ResyncResult:
+    """What a re-sync did to one table."""
+
+    table: TableId
+    before: TableState
+    after: TableState
+    rows: int
+
+    def describe(self) -> str:
+        when = tso_to_datetime(self.after.applied_ts).isoformat() if self.after.applied_ts else "-"
+        return (
+            f"{self.table}: rebuilt from the input, {self.rows} rows, applied up to TSO "
+            f"{self.after.applied_ts} ({when}); was {self.before.applied_ts}"
+        )
+
+
+def staging_root(config: IngestConfig, table: TableId) -> str:
+    return f"{config.state_path.rstrip('/')}/{RESYNC_DIR}/{table.schema}.{table.table}"
+
+
+def only_table(messages: DataFrame, table: TableId) -> DataFrame:
+    """The table's own records, its database's schema-level DDLs, and every watermark (database "")."""
+    database = F.get_json_object(F.col("value").cast("string"), "$.database")
+    name = F.coalesce(F.get_json_object(F.col("value").cast("string"), "$.table"), F.lit(""))
+    keep = (database == "") | ((database == table.schema) & ((name == table.table) | (name == "")))
+    return messages.where(keep)
+
+
+def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> ResyncResult:
+    """Rebuild ``table`` from the input and swap it into the mirror.
+
+    Raises:
+        ConfigError: the input does not reach the table's current applied TSO, or holds no row of it.
+    """
+    staging = staging_root(config, table)
+    _remove_local(staging)
+    staged_config = replace(
+        config, target_path=staging, state_path=f"{staging}/_ingest", stream_id=RESYNC_STREAM
+    )
+    messages = files.read_messages(spark, config.input_path, {}, config.input_format)
+    process_batch(spark, only_table(messages, table), staged_config, progress.Progress())
+    staged_path = staged_config.table_path(table.schema, table.table)
+    staged = progress.read_table_state(spark, staged_path)
+    path = config.table_path(table.schema, table.table)
+    current = progress.read_table_state(spark, path) or TableState()
+    if staged is None:
+        raise ConfigError(f"resync {table}: the input at {config.input_path} holds no change of this table")
+    if staged.applied_ts < current.applied_ts:
+        raise ConfigError(
+            f"resync {table}: the input only reaches TSO {staged.applied_ts}, below the table's applied TSO "
+            f"{current.applied_ts}; it no longer holds the table's whole history, so the table was left as is"
+        )
+    # The copy commits carry the old state, marked not consistent: a crash before mark_applied leaves a
+    # table whose state is still the old A_T, and the next run re-applies from there (MERGE is idempotent).
+    before = state_to_metadata(current, run_id=0, step=f"resync of {table} in progress", consistent=False)
+    apply_schema.copy_table(spark, staged_path, path, table, before)
+    apply_schema.mark_applied(
+        spark,
+        path,
+        staged.applied_ts,
+        state_to_metadata(staged, run_id=0, step=f"resync of {table} from {config.input_path}"),
+    )
+    rows = spark.read.format("delta").load(path).count()
+    logger.info("resync %s: %d rows, A_T %d -> %d", table, rows, current.applied_ts, staged.applied_ts)
+    return ResyncResult(table, current, staged, rows)
+
+
+def _remove_local(path: str) -> None:
+    """A previous re-sync's staging folder, when it is on the local file system (tests, local runs).
+
+    Elsewhere (cloud storage) a stale staging folder is harmless: its progress is ignored, since this
+    run starts from an empty one, and every table in it is replaced or merged idempotently.
+    """
+    local = path.removeprefix("file:")
+    if "://" not in local:
+        shutil.rmtree(local, ignore_errors=True)
