@@ -1,30 +1,42 @@
 # Databricks notebook source
 # MAGIC %md
-# MAGIC # Backfill from captured records
-# MAGIC Mirror a directory of captured TiCDC Kafka records into Delta tables. Re-running continues from the
-# MAGIC committed progress and applies nothing twice.
+# MAGIC # Backfill / initial load
+# MAGIC Mirror an input directory into Delta tables and stop: captured Kafka records, `kcat -J` output, or a
+# MAGIC TiCDC storage-sink root (detected by its `metadata` file). Re-running continues from the committed
+# MAGIC progress and applies nothing twice.
+# MAGIC
+# MAGIC Parameters: widgets on Databricks; in Jupyter, `INGEST_<KEY>` environment variables or the
+# MAGIC defaults below.
 
 # COMMAND ----------
 
+import os
+
 from ingest import IngestConfig
+from ingest.notebook import notebook_params
+
+params = notebook_params(
+    {"input": "", "target-path": "", "input-format": "auto", "timezone": "UTC", "partitions": ""},
+    globals().get("dbutils"),
+    os.environ,
+)
+config = IngestConfig.from_params(params)
+print(config)
+
+# COMMAND ----------
+
 from ingest.pipeline import run_files
 from ingest.spark import get_session
 
-try:
-    dbutils  # noqa: B018 - defined on Databricks
-    for name, default in [("input", ""), ("target-path", ""), ("timezone", "UTC"), ("partitions", "")]:
-        dbutils.widgets.text(name, default)
-    params = {name: dbutils.widgets.get(name) for name in ["input", "target-path", "timezone", "partitions"]}
-except NameError:
-    import os
-
-    params = {"input": os.environ["INGEST_INPUT"], "target-path": os.environ["INGEST_TARGET_PATH"]}
-
-config = IngestConfig.from_params({k: v for k, v in params.items() if v})
+spark = get_session()
+result = run_files(spark, config, report=print)
+print(result.describe())
+for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
+    print("  " + report.describe())
 
 # COMMAND ----------
 
-result = run_files(get_session(), config)
-print(result.describe())
-for report in result.tables.values():
-    print(report.describe())
+from ingest import status
+
+committed, tables = status.collect(spark, config)
+print(status.render(committed, tables))

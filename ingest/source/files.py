@@ -115,7 +115,7 @@ def describe_stats(
     records = sum(s.records for s in stats.values())
     size = sum(s.bytes for s in stats.values())
     phase = "reading" if before else "done"
-    lines = [f"{phase}: {records} records, {size / 1e6:.1f} MB in {len(stats)} partitions"]
+    lines = [f"{phase}: {records} records, {size / 1e6:.2f} MB in {len(stats)} partitions"]
     for pid, s in sorted(stats.items()):
         total = s.last_offset + 1
         done = min(resume.get(pid, 0), total)

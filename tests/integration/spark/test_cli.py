@@ -11,7 +11,7 @@ from mirror import delta_rows, expected_rows
 
 from ingest.cli import main
 from ingest.model import TableId
-from ingest.sample import build_sample
+from ingest.sample import Stream, build_sample
 
 
 def test_help_explains_every_run_flag(capsys):
@@ -107,3 +107,36 @@ def test_status_shows_g_and_each_tables_applied_tso(spark, tmp_path, capsys):
     lines = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
     assert lines["shop.customers"][1] == str(g)
     assert lines["shop.customers"][4:6] == ["8", "1"]  # rows, pending
+
+
+def test_run_progress_then_status_last_ddl_then_a_resync_that_cannot_reach_a_t(spark, tmp_path, capsys):
+    stream = build_sample()
+    lake = tmp_path / "lake"
+    stream.write(tmp_path / "in")
+    assert main(["run", "--progress=on", f"--input={tmp_path / 'in'}", f"--target-path={lake}"]) == 0
+    err = capsys.readouterr().err
+    per_partition = {p: sum(1 for r in stream.records if r["partition"] == p) for p in (0, 1)}
+    assert f"reading: {len(stream.records)} records" in err
+    for p, n in per_partition.items():
+        assert f"tidb_cdc/{p}: offsets done 0/{n} (0%)" in err
+        assert f"tidb_cdc/{p}: offsets done {n}/{n} (100%)" in err
+
+    assert main(["status", "--target-path", str(lake)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[3:]}
+    assert "ALTER TABLE `shop`.`customers` ADD COLUMN `points`" in lines["shop.customers"]
+    assert "CREATE TABLE `shop`.`orders`" in lines["shop.orders"]
+
+    # An input that no longer holds the table's history up to its applied TSO: re-sync refuses.
+    early = Stream(topic=stream.topic, partitions=stream.partitions)
+    early.records = stream.records[:20]
+    early.write(tmp_path / "early")
+    orders = TableId("shop", "orders")
+    before = delta_rows(spark, str(lake), orders)
+    args = ["resync", "--table", "shop.orders", f"--input={tmp_path / 'early'}", f"--target-path={lake}"]
+    assert main(args) == 2
+    assert "no longer holds the table's whole history" in capsys.readouterr().err
+    assert (
+        delta_rows(spark, str(lake), orders)
+        == before
+        == expected_rows(stream, orders, stream.complete_watermark())
+    )

@@ -1,0 +1,81 @@
+# Databricks notebook source
+# MAGIC %md
+# MAGIC # Per-table state
+# MAGIC For each mirrored table: applied TSO and its wall-clock time, lag, rows, pending rows, quarantined
+# MAGIC records and the last DDL; then the DDL history, the quarantine, and the lag over time from the
+# MAGIC progress table (a text chart: it reads the same in a notebook, a terminal or a job log).
+
+# COMMAND ----------
+
+import os
+
+from ingest import IngestConfig
+from ingest.notebook import notebook_params
+
+params = notebook_params(
+    {"target-path": "", "stream-id": "default", "table": ""}, globals().get("dbutils"), os.environ
+)
+# The input is not read here; the config only locates the mirror and its state.
+config = IngestConfig.from_params(
+    {"input": "-", "target-path": params["target-path"], "stream-id": params["stream-id"]}
+)
+table = params["table"]
+
+# COMMAND ----------
+
+from ingest import status
+from ingest.spark import get_session
+
+spark = get_session()
+committed, tables = status.collect(spark, config)
+print(status.render(committed, tables))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## DDL history
+
+# COMMAND ----------
+
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from ingest import ddl_history
+
+history_path = ddl_history.history_path(config.state_path)
+if DeltaTable.isDeltaTable(spark, history_path):
+    history = spark.read.format("delta").load(history_path)
+    if table:
+        history = history.where(F.col("table") == table)
+    history.orderBy("commit_ts").select("commit_time", "table", "action", "sql", "detail").show(
+        50, truncate=80
+    )
+else:
+    print("no DDL recorded yet")
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Quarantined records
+
+# COMMAND ----------
+
+from ingest import quarantine
+
+rejected = quarantine.read(spark, config.state_path)
+if rejected is None:
+    print("nothing quarantined")
+else:
+    rejected.groupBy("table", "error_class").count().orderBy("table").show(50, truncate=False)
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Lag over time
+
+# COMMAND ----------
+
+points = status.lag_history(spark, config)
+print(status.render_lag_chart(points, "G"))
+if table:
+    print(status.render_lag_chart(points, table))
