@@ -1,6 +1,6 @@
 """ticdc-delta-ingest: mirror TiDB tables into Delta Lake from TiCDC change streams."""
 
-from ingest.config import IngestConfig, LoadConfig, Protocol, SourceKind
+from ingest.config import IngestConfig, InputFormat, LoadConfig, Protocol, SourceKind
 from ingest.errors import (
     ConfigError,
     DecodeError,
@@ -17,6 +17,7 @@ __all__ = [
     "DecodeError",
     "IngestConfig",
     "IngestError",
+    "InputFormat",
     "LoadConfig",
     "OrderingError",
     "PartitionId",

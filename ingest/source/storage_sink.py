@@ -104,7 +104,10 @@ def data_file(root: str, path: str) -> DataFile | None:
     """Where a listed CDC file belongs; None for a file outside the layout (e.g. under a meta/ folder)."""
     relative = path[len(root) :].lstrip("/").split("/")
     *directories, name = relative
-    if len(directories) < 3 or META_DIR in directories or not name.startswith("CDC"):
+    # <db>/<table>/<table-version>/...: a table may be called "meta", but a folder below the version may not.
+    if len(directories) < 3 or not directories[2].isdigit() or META_DIR in directories[3:]:
+        return None
+    if not name.startswith("CDC"):
         return None
     digits = name[3:].removesuffix(".json")
     if not digits.isdigit():

@@ -29,6 +29,11 @@ def test_files_outside_the_layout_are_not_data():
     assert data_file(ROOT, f"{ROOT}/orders/CDC1.json") is None
 
 
+def test_a_table_called_meta_is_still_data():
+    f = data_file(ROOT, f"{ROOT}/shop/meta/4490/CDC3.json")
+    assert f is not None and f.partition.topic == "shop/meta/4490"
+
+
 def test_schema_files_belong_to_their_table_or_database_meta_partition():
     assert schema_partition(ROOT, f"{ROOT}/shop/orders/meta/schema_44_123.json") == PartitionId(
         "shop/orders/meta", 0
