@@ -243,6 +243,11 @@ class IngestConfig:
                     f"table-name-template: {self.table_name_template!r} may only use {{database}} and "
                     "{table}, e.g. 'main.{database}.{table}'"
                 ) from exc
+        if self.input_format is InputFormat.STORAGE and self.protocol is not Protocol.CANAL_JSON:
+            raise ConfigError(
+                "input-format: the storage-sink layout is read for --protocol canal-json only; "
+                f"got protocol {self.protocol.value}"
+            )
         if not self.state_path:
             object.__setattr__(self, "state_path", self.target_path.rstrip("/") + "/" + STATE_DIR_NAME)
 

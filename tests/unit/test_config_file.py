@@ -81,3 +81,10 @@ def test_unknown_key_in_the_file_fails_through_the_cli(tmp_path, capsys):
     path.write_text('input = "/in"\ntarget-path = "/lake"\ntopic = "typo"\n')
     assert main(["run", "--config", str(path)]) == 2
     assert "unknown parameter(s) topic" in capsys.readouterr().err
+
+
+def test_storage_layout_is_for_canal_json_only():
+    with pytest.raises(ConfigError, match="storage-sink layout is read for --protocol canal-json only"):
+        IngestConfig.from_params(
+            {"input": "in", "target-path": "/l", "input-format": "storage", "protocol": "simple"}
+        )
