@@ -302,7 +302,9 @@ class TraceEntry:
 @dataclass
 class _TableState:
     definition: TableDef
-    preloaded: int = 0  # keys 0..preloaded-1 exist with preloaded values unless changed since
+    # keys preload_lo..preload_hi-1 exist with preloaded values unless changed since
+    preload_lo: int = 0
+    preload_hi: int = 0
     next_key: int = 0
     rows: dict[int, tuple[Value, ...]] = field(default_factory=dict)
     deleted: set[int] = field(default_factory=set)
@@ -354,18 +356,20 @@ class Workload:
         return records
 
     # -- phases ----------------------------------------------------------------------------------------
-    def create_tables(self, *, preloaded: int = 0, first_new_key: int = 0) -> None:
+    def create_tables(self, *, preloaded: int = 0, preload_from: int = 0, first_new_key: int = 0) -> None:
         """CREATE TABLE for every table (partition 0), then a watermark.
 
-        ``preloaded`` rows (keys ``0..preloaded-1``) are taken to exist already, with
-        :func:`preloaded_value` values; new keys start at ``max(preloaded, first_new_key)``.
+        ``preloaded`` rows (keys ``preload_from`` up to ``preload_from + preloaded - 1``) are taken to exist
+        already, with :func:`preloaded_value` values; new keys start at the larger of ``first_new_key`` and
+        the key after the last preloaded one.
         """
         ts = self._next_ts()
+        lo, hi = preload_from, preload_from + preloaded
         for index, state in enumerate(self.tables):
-            state.preloaded = preloaded
-            state.next_key = max(preloaded, first_new_key)
-            state.live = list(range(preloaded))
-            state.slot = {k: k for k in range(preloaded)}
+            state.preload_lo, state.preload_hi = lo, hi
+            state.next_key = max(hi, first_new_key)
+            state.live = list(range(lo, hi))
+            state.slot = {k: i for i, k in enumerate(state.live)}
             self._append(0, self.encoder.create_table(state.definition, ts))
             self._log("create", index, 0, (), ts, 0)
         self.watermark()
@@ -414,7 +418,7 @@ class Workload:
         state = self.tables[index]
         if key in state.rows:
             return state.rows[key]
-        if key < state.preloaded and key not in state.deleted:
+        if state.preload_lo <= key < state.preload_hi and key not in state.deleted:
             kinds = state.definition.kinds
             return (key, *(preloaded_value(kinds[c], c, key) for c in range(1, len(kinds))))
         return None

@@ -119,14 +119,14 @@ def test_zipf_concentrates_changes_on_few_keys():
 
 def test_preloaded_rows_are_old_images_of_their_first_update():
     workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY, width=5), trace=True)
-    workload.create_tables(preloaded=50, first_new_key=1_000)
+    workload.create_tables(preloaded=50, preload_from=100, first_new_key=1_000)
     workload.changes(200)
     records = [orjson.loads(r.value) for r in workload.take()]
     updates = [m for m in records if m["type"] == "UPDATE"]
     first = {}
     for message in updates:
         first.setdefault(int(message["data"][0]["id"]), message)
-    key, message = next((k, m) for k, m in first.items() if k < 50)
+    key, message = next((k, m) for k, m in first.items() if 100 <= k < 150)
     assert message["old"][0] == {
         "id": str(key),
         "c1": str((key * 31 + 1) % 1_000_000),
@@ -137,6 +137,7 @@ def test_preloaded_rows_are_old_images_of_their_first_update():
     assert preloaded_value(ColumnKind.DATETIME, 4, key) == DATETIME_BASE_MICROS + key * 1_000_000
     inserted = [int(m["data"][0]["id"]) for m in records if m["type"] == "INSERT"]
     assert inserted and min(inserted) >= 1_000
+    assert {k for k in first if k < 1_000} <= set(range(100, 150))
 
 
 def test_ddl_on_partition_zero_and_watermarks_on_every_partition():
