@@ -20,6 +20,7 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
 
     for label in ("Cores", "RAM", "CPU", "Python", "Java", "Spark", "Delta"):
         assert re.search(rf"^\| {label} \| \S", text, re.M), label
+    assert "`from_json` with the envelope schema alone" in text
     assert re.search(r"^\| canal-json \| [\d,]+ \| [\d,]+ \(orjson\) \| [\d.]+x \|$", text, re.M)
     for protocol in ("simple", "avro"):
         assert f"| {protocol} | not yet decodable by the product |" in text
@@ -32,8 +33,11 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
     # Update-heavy Zipf changes one key several times in a batch: the raw-event MERGE cannot run.
     assert re.search(r"^\| update-heavy, zipf \| does not run: .*multiple source rows", text, re.M | re.I)
     assert re.search(r"^\| insert-only, uniform \| [\d.]+ s \| [\d.]+ s \| [\d.]+x \|$", text, re.M)
-    assert re.search(rf"^\| {sizes.scale_small:,} \| \d+ \|", text, re.M)
-    assert re.search(rf"^\| {sizes.scale_large:,} \| \d+ \|", text, re.M)
+    for size in (sizes.scale_small, sizes.scale_large):
+        for condition in ("key equality only", "key bounds"):
+            assert re.search(
+                rf"^\| {size:,} \| {condition} \| [\d.]+ s \| \d+ → \d+ \| [\d.]+ s \|", text, re.M
+            )
     assert re.search(r"^\| Spark driver JVM .* \| [1-9][\d,]* MiB \|$", text, re.M)
     targets = re.findall(r"^\| (.+?) \| [\d.]+x \| (met|missed) \|", text, re.M)
     assert len(targets) == 3, targets
