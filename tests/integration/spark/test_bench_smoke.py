@@ -22,8 +22,8 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
         assert re.search(rf"^\| {label} \| \S", text, re.M), label
     assert "`from_json` with the envelope schema alone" in text
     assert re.search(r"^\| canal-json \| [\d,]+ \| [\d,]+ \(orjson\) \| [\d.]+x \|$", text, re.M)
-    for protocol in ("simple", "avro"):
-        assert f"| {protocol} | not yet decodable by the product |" in text
+    assert "| simple | not measured: `ingest.workload` has no Simple encoder yet |" in text
+    assert "| avro | not yet decodable by the product |" in text
     # One apply row per configured run, each with its event count and a ratio to the plain append.
     for run_spec in sizes.mixes.split(","):
         mix, keys = run_spec.split(":")
@@ -36,7 +36,7 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
     for size in (sizes.scale_small, sizes.scale_large):
         for condition in ("key equality only", "key bounds"):
             assert re.search(
-                rf"^\| {size:,} \| {condition} \| [\d.]+ s \| \d+ → \d+ \| [\d.]+ s \|", text, re.M
+                rf"^\| {size:,} \| {condition} \| [\d.]+ s \| [\d.]+ s \| [\d.]+ s \|$", text, re.M
             )
     assert re.search(r"^\| Spark driver JVM .* \| [1-9][\d,]* MiB \|$", text, re.M)
     targets = re.findall(r"^\| (.+?) \| [\d.]+x \| (met|missed) \|", text, re.M)
