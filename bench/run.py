@@ -615,6 +615,8 @@ class Bench:
         # newest keys of both (recent rows are the hot ones in OLTP) and inserts above both, so it means the
         # same thing to both tables.
         workload.create_tables(preloaded=small, preload_from=large - small, first_new_key=large)
+        # The preloaded rows carry the CREATE's commitTs: older than every change of the batch.
+        created_ts = workload.last_ts
         create = workload.take()
         workload.changes(changes)
         batch = workload.take()
@@ -631,9 +633,7 @@ class Bench:
             shutil.copytree(created, built_lake)
             with stopwatch() as built:
                 self._write(
-                    preloaded_rows(
-                        self.spark, definition, size, workload.last_ts - 1, first_key=large - size
-                    ),
+                    preloaded_rows(self.spark, definition, size, created_ts, first_key=large - size),
                     str(built_lake / "bench" / "t0"),
                 )
             for bounded in (False, True):
