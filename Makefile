@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CACHE := $(HOME)/.cache/ticdc-delta-ingest
 
 .DEFAULT_GOAL := help
-.PHONY: help install jars demo test test-unit test-spark test-kafka lint fmt typecheck sample clean \
+.PHONY: help install jars demo test test-unit test-spark test-kafka bench lint fmt typecheck sample clean \
 	kafka-up kafka-down kafka-sample registry-up registry-down
 
 help: ## list the targets
@@ -54,14 +54,17 @@ registry-up: $(STAMP) ## start a local schema registry (Apicurio, Confluent-comp
 registry-down: $(STAMP) ## stop the local schema registry
 	$(BIN)/python -m ingest.local_services registry-down
 
+bench: jars ## run the benchmark suite (sizes: BENCH_* variables, see bench/run.py) and write BENCHMARKS.md
+	$(BIN)/python -m bench.run --output BENCHMARKS.md
+
 lint: $(STAMP) ## ruff and mypy
-	$(BIN)/ruff check ingest tests jobs notebooks
-	$(BIN)/ruff format --check ingest tests jobs notebooks
+	$(BIN)/ruff check ingest tests jobs notebooks bench
+	$(BIN)/ruff format --check ingest tests jobs notebooks bench
 	$(BIN)/mypy
 
 fmt: $(STAMP) ## format and fix what ruff can
-	$(BIN)/ruff format ingest tests jobs notebooks
-	$(BIN)/ruff check --fix ingest tests jobs notebooks
+	$(BIN)/ruff format ingest tests jobs notebooks bench
+	$(BIN)/ruff check --fix ingest tests jobs notebooks bench
 
 sample: $(STAMP) ## regenerate the bundled sample stream from its generator
 	rm -rf ingest/samples/canal_json

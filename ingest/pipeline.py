@@ -22,7 +22,7 @@ from ingest import buffer, ddl_history, order, progress, quarantine, schema_cach
 from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
-from ingest.apply.merge import BAD_COLUMN, apply_merge, net_effect, normalize, segment_rows
+from ingest.apply.merge import BAD_COLUMN, apply_merge, key_bounds, net_effect, normalize, segment_rows
 from ingest.config import DropTablePolicy, IngestConfig, Protocol, SimpleEncoding, UnknownDdlPolicy
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
@@ -769,7 +769,7 @@ def _apply_segment(
     changes = normalize(rows, schema, key, config.timezone, binary).persist()
     try:
         bad = changes.where(F.col(BAD_COLUMN) != "")
-        bad_count = bad.count()
+        bad_count, bounds = key_bounds(changes, key)
         if bad_count:
             quarantine.write(
                 spark,
@@ -797,6 +797,7 @@ def _apply_segment(
             columns,
             metadata,
             (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
+            bounds,
         )
     finally:
         changes.unpersist()

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from functools import reduce
+from typing import Any
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -145,6 +148,37 @@ def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> 
     )
 
 
+# Python types of key values that F.lit turns back into exactly the value Spark compared. Timestamps are
+# left out on purpose: a naive datetime literal is read in the Python process's local zone, not the
+# session's, and a shifted bound would make the MERGE miss rows. Unbounded keys only lose the pruning.
+_BOUNDABLE = (int, str, Decimal, date)
+
+
+def key_bounds(changes: DataFrame, key: tuple[str, ...]) -> tuple[int, tuple[Any, Any] | None]:
+    """One pass over the normalized changes: how many are bad, and min/max of the rest's first key column.
+
+    The bounds let the MERGE skip target files whose key range misses the batch (Delta prunes files by
+    min/max statistics only for predicates on the target alone; ``t.k = s.k`` gives none).
+    """
+    good = F.col(BAD_COLUMN) == ""
+    first = F.col(f"`{key[0]}`")
+    row = changes.agg(
+        F.count(F.when(~good, 1)).alias("bad"),
+        F.min(F.when(good, first)).alias("lo"),
+        F.max(F.when(good, first)).alias("hi"),
+    ).first()
+    if row is None:
+        return 0, None
+    lo, hi = row["lo"], row["hi"]
+    bounds = (lo, hi) if _boundable(lo) and _boundable(hi) else None
+    return int(row["bad"]), bounds
+
+
+def _boundable(value: object) -> bool:
+    # datetime is a subclass of date; it must not slip through.
+    return isinstance(value, _BOUNDABLE) and not isinstance(value, datetime)
+
+
 _CONFLICTS = (
     ConcurrentAppendException,
     ConcurrentDeleteReadException,
@@ -168,12 +202,19 @@ def apply_merge(
     columns: list[str],
     metadata: str,
     txn: tuple[str, int],
+    bounds: tuple[Any, Any] | None = None,
 ) -> MergeResult:
-    """R7: MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change)."""
+    """R7: MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change).
+
+    ``bounds``: min and max of the source's first key column. Target rows outside them cannot match, so
+    the condition says so, and Delta skips the files whose statistics lie outside.
+    """
     target = DeltaTable.forPath(spark, path).alias("t")
     condition = reduce(
         lambda acc, k: acc & (_col("t", k) == _col("s", k)), key[1:], _col("t", key[0]) == _col("s", key[0])
     )
+    if bounds is not None:
+        condition = condition & _col("t", key[0]).between(F.lit(bounds[0]), F.lit(bounds[1]))
     values: dict[str, str | Column] = {f"`{c}`": _col("s", c) for c in [*columns, COMMIT_TS_COLUMN]}
     s_ts, t_ts, rank = _col("s", COMMIT_TS_COLUMN), _col("t", COMMIT_TS_COLUMN), _col("s", RANK_COLUMN)
     with committing(spark, metadata, txn):

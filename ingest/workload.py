@@ -1,0 +1,524 @@
+"""Synthetic TiCDC workloads at benchmark scale. Pure: no Spark, no I/O except :func:`write_records`.
+
+``ingest.sample.Stream`` replays its whole change log on every UPDATE to find the old image, which is
+right for a hundred records and hopeless for a million. ``Workload`` keeps only the current row per key
+and emits the same wire format: one Kafka record per event, rows routed to partitions by key, the CREATE
+TABLE on partition 0, watermarks on every partition. A unit test replays a small workload through
+``Stream`` and expects the same bytes.
+
+Knobs (:class:`WorkloadSpec`): number of tables, row width, operation mix, key distribution, partitions
+and protocol. A protocol is an :class:`Encoder`; adding one means adding an encoder to ``ENCODERS``.
+Row values are plain ints and strings (DECIMAL as the unscaled integer, DATETIME as microseconds since
+the epoch), so every encoder renders them its own way.
+
+Rows that exist before the stream starts (``preloaded``) have values that are a function of the key
+alone (:func:`preloaded_value`), so a benchmark can build a big table with Spark and the stream still
+carries the right old images.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Protocol
+
+import orjson
+
+from ingest.decode import canal_json as cj
+from ingest.decode.mysql_ddl import CreateTable, parse_ddl
+from ingest.model import ColumnKind, ColumnType, TableId
+
+# Wire details shared with the sample generator, so both streams are encoded by one set of rules.
+from ingest.sample import _mysql_type_text, _sql_type_code
+
+Value = int | str | None
+
+# Column kinds of a generated table after its BIGINT key, repeated to reach the row width.
+COLUMN_CYCLE: tuple[tuple[ColumnKind, str], ...] = (
+    (ColumnKind.INT, "int(11) DEFAULT NULL"),
+    (ColumnKind.VARCHAR, "varchar(64) DEFAULT NULL"),
+    (ColumnKind.DECIMAL, "decimal(12,2) DEFAULT NULL"),
+    (ColumnKind.DATETIME, "datetime(6) DEFAULT NULL"),
+)
+DECIMAL_SCALE = 2
+# 2026-01-01T00:00:00 UTC: preloaded DATETIME values count seconds from here.
+DATETIME_BASE_MICROS = 1_767_225_600 * 1_000_000
+START_MS = 1_795_165_200_000  # 2026-11-20T09:00:00 UTC, as in the sample stream
+TSO_LOGICAL_BITS = 18
+
+
+class Mix(Enum):
+    """The operation mix of the generated changes."""
+
+    INSERT_ONLY = "insert-only"
+    UPDATE_HEAVY = "update-heavy"  # 80% updates, 15% inserts, 5% deletes
+    DELETE_HEAVY = "delete-heavy"  # 60% deletes, 20% updates, 20% inserts
+
+
+# (insert, update, delete) shares.
+MIX_SHARES: Mapping[Mix, tuple[float, float, float]] = {
+    Mix.INSERT_ONLY: (1.0, 0.0, 0.0),
+    Mix.UPDATE_HEAVY: (0.15, 0.80, 0.05),
+    Mix.DELETE_HEAVY: (0.20, 0.20, 0.60),
+}
+
+
+class KeyDistribution(Enum):
+    """How UPDATEs and DELETEs pick an existing key."""
+
+    UNIFORM = "uniform"
+    ZIPF = "zipf"  # a few hot keys take most changes (exponent ``zipf_s``)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What to generate. ``width`` counts every column, the BIGINT key included."""
+
+    tables: int = 1
+    width: int = 8
+    mix: Mix = Mix.UPDATE_HEAVY
+    keys: KeyDistribution = KeyDistribution.UNIFORM
+    partitions: int = 2
+    protocol: str = cj.PROTOCOL
+    database: str = "bench"
+    topic: str = "tidb_cdc"
+    zipf_s: float = 1.1
+    watermark_every: int = 10_000
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        if self.tables < 1 or self.width < 2 or self.partitions < 1:
+            raise ValueError(f"tables >= 1, width >= 2 and partitions >= 1 needed, got {self}")
+        if self.protocol not in ENCODERS:
+            raise ValueError(
+                f"protocol {self.protocol!r} has no encoder yet; implemented: {', '.join(sorted(ENCODERS))}"
+            )
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """One generated table: its CREATE TABLE text and its columns (key first)."""
+
+    table: TableId
+    create_sql: str
+    names: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+
+    @property
+    def kinds(self) -> tuple[ColumnKind, ...]:
+        return tuple(t.kind for t in self.types)
+
+
+def table_def(database: str, name: str, width: int) -> TableDef:
+    """A table with a BIGINT primary key ``id`` and ``width - 1`` columns cycling through COLUMN_CYCLE."""
+    columns = ["`id` bigint(20) NOT NULL"]
+    for i in range(1, width):
+        _, text = COLUMN_CYCLE[(i - 1) % len(COLUMN_CYCLE)]
+        columns.append(f"`c{i}` {text}")
+    sql = (
+        f"CREATE TABLE `{database}`.`{name}` ({', '.join(columns)}, PRIMARY KEY (`id`)) "
+        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+    statement = parse_ddl(sql, database)
+    assert isinstance(statement, CreateTable), sql
+    schema = statement.schema
+    return TableDef(
+        statement.table, sql, tuple(c.name for c in schema.columns), tuple(c.type for c in schema.columns)
+    )
+
+
+def preloaded_value(kind: ColumnKind, column: int, key: int) -> Value:
+    """The value of column ``column`` (1-based) of a row that existed before the stream, from its key.
+
+    ``bench`` builds the same values with Spark SQL; both sides must change together.
+    """
+    if kind is ColumnKind.INT:
+        return (key * 31 + column) % 1_000_000
+    if kind is ColumnKind.VARCHAR:
+        return f"v{column}-{key}"
+    if kind is ColumnKind.DECIMAL:
+        return (key * 7 + column) % 10_000_000
+    if kind is ColumnKind.DATETIME:
+        return DATETIME_BASE_MICROS + key * 1_000_000
+    raise ValueError(f"no preloaded value for {kind}")
+
+
+# -- encoders --------------------------------------------------------------------------------------------
+
+
+class Op(Enum):
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+class Encoder(Protocol):
+    """One TiCDC protocol: turns events into Kafka record values."""
+
+    def create_table(self, table: TableDef, ts: int) -> bytes: ...
+
+    def row(
+        self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
+    ) -> bytes: ...
+
+    def watermark(self, ts: int) -> bytes: ...
+
+
+def _decimal_text(unscaled: Value) -> str | None:
+    if unscaled is None:
+        return None
+    assert isinstance(unscaled, int)
+    sign, magnitude = ("-" if unscaled < 0 else ""), abs(unscaled)
+    whole, fraction = divmod(magnitude, 10**DECIMAL_SCALE)
+    return f"{sign}{whole}.{fraction:0{DECIMAL_SCALE}d}"
+
+
+_DAY_MICROS = 86_400 * 1_000_000
+_EPOCH = date(1970, 1, 1)
+_day_text: dict[int, str] = {}
+
+
+def _datetime6_text(micros: Value) -> str | None:
+    """DATETIME(6) as TiDB prints it, without building a datetime per value (hot loop)."""
+    if micros is None:
+        return None
+    assert isinstance(micros, int)
+    day, rest = divmod(micros, _DAY_MICROS)
+    text = _day_text.get(day)
+    if text is None:
+        text = _day_text[day] = (_EPOCH + timedelta(days=day)).isoformat()
+    seconds, us = divmod(rest, 1_000_000)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    return f"{text} {hours:02d}:{minutes:02d}:{seconds:02d}.{us:06d}"
+
+
+def _text(value: Value) -> str | None:
+    return None if value is None else str(value)
+
+
+_CANAL_TEXT: Mapping[ColumnKind, Callable[[Value], str | None]] = {
+    ColumnKind.BIGINT: _text,
+    ColumnKind.INT: _text,
+    ColumnKind.VARCHAR: _text,
+    ColumnKind.DECIMAL: _decimal_text,
+    ColumnKind.DATETIME: _datetime6_text,
+}
+
+_CANAL_TYPE = {Op.INSERT: cj.TYPE_INSERT, Op.UPDATE: cj.TYPE_UPDATE, Op.DELETE: cj.TYPE_DELETE}
+
+
+class CanalJsonEncoder:
+    """Canal-JSON with ``enable-tidb-extension=true``, key for key as ``ingest.sample.Stream`` writes it."""
+
+    def __init__(self) -> None:
+        self._static: dict[TableId, tuple[list[str], dict[str, int], dict[str, str]]] = {}
+        self._render: dict[TableId, list[Callable[[Value], str | None]]] = {}
+
+    def _envelope(self, table: TableId, typ: str, ts: int, *, sql: str = "", is_ddl: bool = False) -> dict:  # type: ignore[type-arg]
+        return {
+            "id": 0, "database": table.schema, "table": table.table, "pkNames": None, "isDdl": is_ddl,
+            "type": typ, "es": ts >> 18, "ts": (ts >> 18) + 3, "sql": sql, "sqlType": None,
+            "mysqlType": None, "data": None, "old": None, "_tidb": {cj.TIDB_COMMIT_TS: ts},
+        }  # fmt: skip
+
+    def create_table(self, table: TableDef, ts: int) -> bytes:
+        self._static[table.table] = (
+            ["id"],
+            {n: _sql_type_code(t) for n, t in zip(table.names, table.types, strict=True)},
+            {n: _mysql_type_text(t) for n, t in zip(table.names, table.types, strict=True)},
+        )
+        self._render[table.table] = [_CANAL_TEXT[k] for k in table.kinds]
+        return orjson.dumps(self._envelope(table.table, "CREATE", ts, sql=table.create_sql, is_ddl=True))
+
+    def row(
+        self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
+    ) -> bytes:
+        pk_names, sql_type, mysql_type = self._static[table.table]
+        render, names = self._render[table.table], table.names
+        message = self._envelope(table.table, _CANAL_TYPE[op], ts)
+        message["pkNames"] = pk_names
+        message["sqlType"] = sql_type
+        message["mysqlType"] = mysql_type
+        message["data"] = [{n: r(v) for n, r, v in zip(names, render, data, strict=True)}]
+        if old is not None:
+            message["old"] = [{n: r(v) for n, r, v in zip(names, render, old, strict=True)}]
+        return orjson.dumps(message)
+
+    def watermark(self, ts: int) -> bytes:
+        return orjson.dumps(
+            {
+                "id": 0,
+                "database": "",
+                "table": "",
+                "pkNames": None,
+                "isDdl": False,
+                "type": cj.TYPE_WATERMARK,
+                "es": ts >> 18,
+                "ts": (ts >> 18) + 5,
+                "sql": "",
+                "sqlType": None,
+                "mysqlType": None,
+                "data": None,
+                "old": None,
+                "_tidb": {cj.TIDB_WATERMARK_TS: ts},
+            }
+        )
+
+
+ENCODERS: Mapping[str, Callable[[], Encoder]] = {cj.PROTOCOL: CanalJsonEncoder}
+
+
+# -- the generator ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One Kafka record: where it went and its value."""
+
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One generated event, for tests that replay a workload through the upstream model."""
+
+    action: str  # "create", "insert", "update", "delete", "watermark"
+    table: int
+    key: int
+    values: tuple[Value, ...]
+    ts: int
+    partition: int
+
+
+@dataclass
+class _TableState:
+    definition: TableDef
+    # keys preload_lo..preload_hi-1 exist with preloaded values unless changed since
+    preload_lo: int = 0
+    preload_hi: int = 0
+    next_key: int = 0
+    rows: dict[int, tuple[Value, ...]] = field(default_factory=dict)
+    deleted: set[int] = field(default_factory=set)
+    live: list[int] = field(default_factory=list)  # keys that may be updated or deleted
+    slot: dict[int, int] = field(default_factory=dict)  # key -> index in ``live``
+
+
+class Workload:
+    """Generates a TiCDC stream phase by phase, remembering the current upstream rows.
+
+    Call :meth:`create_tables`, then any of :meth:`insert_rows` / :meth:`changes`; each phase ends with a
+    watermark on every partition. :meth:`take` returns the records produced since the last call.
+    """
+
+    def __init__(self, spec: WorkloadSpec, *, trace: bool = False) -> None:
+        self.spec = spec
+        self.encoder = ENCODERS[spec.protocol]()
+        self.tables = [_TableState(table_def(spec.database, f"t{i}", spec.width)) for i in range(spec.tables)]
+        self.trace: list[TraceEntry] | None = [] if trace else None
+        self._rng = random.Random(spec.seed)
+        self._offsets = [0] * spec.partitions
+        self._records: list[Record] = []
+        self._clock_ms = 0
+        self._since_watermark = 0
+        # (table, key) changed since the last take(): the rows a batch of these records leaves behind.
+        self.touched: set[tuple[int, int]] = set()
+
+    # -- time and records ----------------------------------------------------------------------------
+    def _next_ts(self) -> int:
+        self._clock_ms += 1
+        return (START_MS + self._clock_ms) << TSO_LOGICAL_BITS
+
+    @property
+    def last_ts(self) -> int:
+        return (START_MS + self._clock_ms) << TSO_LOGICAL_BITS
+
+    def _append(self, partition: int, value: bytes) -> None:
+        offset = self._offsets[partition]
+        self._offsets[partition] = offset + 1
+        self._records.append(Record(partition, offset, value))
+
+    def _dispatch(self, table: int, key: int) -> int:
+        # index-value dispatch: a key always goes to the same partition.
+        return ((key * 2_654_435_761) >> 7 ^ table) % self.spec.partitions
+
+    def take(self) -> list[Record]:
+        records, self._records = self._records, []
+        self.touched = set()
+        return records
+
+    # -- phases ----------------------------------------------------------------------------------------
+    def create_tables(self, *, preloaded: int = 0, preload_from: int = 0, first_new_key: int = 0) -> None:
+        """CREATE TABLE for every table (partition 0), then a watermark.
+
+        ``preloaded`` rows (keys ``preload_from`` up to ``preload_from + preloaded - 1``) are taken to exist
+        already, with :func:`preloaded_value` values; new keys start at the larger of ``first_new_key`` and
+        the key after the last preloaded one.
+        """
+        ts = self._next_ts()
+        lo, hi = preload_from, preload_from + preloaded
+        for index, state in enumerate(self.tables):
+            state.preload_lo, state.preload_hi = lo, hi
+            state.next_key = max(hi, first_new_key)
+            state.live = list(range(lo, hi))
+            state.slot = {k: i for i, k in enumerate(state.live)}
+            self._append(0, self.encoder.create_table(state.definition, ts))
+            self._log("create", index, 0, (), ts, 0)
+        self.watermark()
+
+    def insert_rows(self, rows_per_table: int) -> None:
+        """Insert-only load of ``rows_per_table`` new rows into every table, then a watermark."""
+        for _ in range(rows_per_table):
+            for index in range(len(self.tables)):
+                self._insert(index)
+                self._tick()
+        self.watermark()
+
+    def changes(self, events: int, mix: Mix | None = None) -> None:
+        """``events`` DML events over all tables in the spec's (or the given) mix, then a watermark."""
+        insert_share, update_share, _ = MIX_SHARES[mix or self.spec.mix]
+        rng, tables = self._rng, len(self.tables)
+        for _ in range(events):
+            index = rng.randrange(tables)
+            draw = rng.random()
+            if draw < insert_share or not self.tables[index].live:
+                self._insert(index)
+            elif draw < insert_share + update_share:
+                self._update(index)
+            else:
+                self._delete(index)
+            self._tick()
+        self.watermark()
+
+    def watermark(self) -> None:
+        """A watermark at the last commit ts, on every partition."""
+        ts = self.last_ts
+        value = self.encoder.watermark(ts)
+        for partition in range(self.spec.partitions):
+            self._append(partition, value)
+        self._log("watermark", -1, 0, (), ts, -1)
+        self._since_watermark = 0
+
+    def _tick(self) -> None:
+        self._since_watermark += 1
+        if self._since_watermark >= self.spec.watermark_every:
+            self.watermark()
+
+    # -- rows ------------------------------------------------------------------------------------------
+    def row(self, index: int, key: int) -> tuple[Value, ...] | None:
+        """The current upstream row of a key, or None if it does not exist."""
+        state = self.tables[index]
+        if key in state.rows:
+            return state.rows[key]
+        if state.preload_lo <= key < state.preload_hi and key not in state.deleted:
+            kinds = state.definition.kinds
+            return (key, *(preloaded_value(kinds[c], c, key) for c in range(1, len(kinds))))
+        return None
+
+    def _new_values(self, state: _TableState, key: int) -> tuple[Value, ...]:
+        rng = self._rng
+        values: list[Value] = [key]
+        for column, kind in enumerate(state.definition.kinds[1:], start=1):
+            if kind is ColumnKind.INT:
+                values.append(rng.randrange(-(2**31), 2**31))
+            elif kind is ColumnKind.VARCHAR:
+                values.append(f"value {column} of {key} at {self._clock_ms}")
+            elif kind is ColumnKind.DECIMAL:
+                values.append(rng.randrange(-(10**10), 10**10))
+            else:
+                values.append(DATETIME_BASE_MICROS + self._clock_ms * 1000 + rng.randrange(1_000_000))
+        return tuple(values)
+
+    def _pick(self, state: _TableState) -> int:
+        n = len(state.live)
+        if self.spec.keys is KeyDistribution.UNIFORM:
+            return state.live[self._rng.randrange(n)]
+        # Inverse CDF of a continuous Zipf(s) on [1, n]: rank 1 (the oldest live key) is the hottest.
+        s = self.spec.zipf_s
+        u = self._rng.random()
+        rank = ((n ** (1 - s) - 1) * u + 1) ** (1 / (1 - s)) if not math.isclose(s, 1.0) else n**u
+        return state.live[min(int(rank) - 1, n - 1)]
+
+    def _insert(self, index: int) -> None:
+        state = self.tables[index]
+        key = state.next_key
+        state.next_key += 1
+        values = self._new_values(state, key)
+        state.rows[key] = values
+        state.slot[key] = len(state.live)
+        state.live.append(key)
+        self._emit(index, Op.INSERT, key, values, None)
+
+    def _update(self, index: int) -> None:
+        state = self.tables[index]
+        key = self._pick(state)
+        old = self.row(index, key)
+        values = self._new_values(state, key)
+        state.rows[key] = values
+        self._emit(index, Op.UPDATE, key, values, old)
+
+    def _delete(self, index: int) -> None:
+        state = self.tables[index]
+        key = self._pick(state)
+        old = self.row(index, key)
+        assert old is not None
+        state.rows.pop(key, None)
+        state.deleted.add(key)
+        # Swap-remove keeps picking O(1).
+        position = state.slot.pop(key)
+        last = state.live.pop()
+        if last != key:
+            state.live[position] = last
+            state.slot[last] = position
+        self._emit(index, Op.DELETE, key, old, None)
+
+    def _emit(
+        self, index: int, op: Op, key: int, data: tuple[Value, ...], old: tuple[Value, ...] | None
+    ) -> None:
+        ts = self._next_ts()
+        partition = self._dispatch(index, key)
+        self._append(partition, self.encoder.row(self.tables[index].definition, op, data, old, ts))
+        self.touched.add((index, key))
+        self._log(op.value, index, key, data, ts, partition)
+
+    def _log(
+        self, action: str, table: int, key: int, values: tuple[Value, ...], ts: int, partition: int
+    ) -> None:
+        if self.trace is not None:
+            self.trace.append(TraceEntry(action, table, key, values, ts, partition))
+
+    def live_rows(self, index: int) -> int:
+        """How many rows the table holds upstream now."""
+        return len(self.tables[index].live)
+
+
+def write_records(records: Iterable[Record], directory: Path, *, topic: str, files: int = 2) -> list[Path]:
+    """Write records as captured Kafka records (JSON Lines, base64 values), round-robin over ``files``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"records-{i:03d}.jsonl" for i in range(files)]
+    handles = [path.open("wb") for path in paths]
+    try:
+        for index, record in enumerate(records):
+            line = orjson.dumps(
+                {
+                    "topic": topic,
+                    "partition": record.partition,
+                    "offset": record.offset,
+                    "timestamp": START_MS + index,
+                    "key": None,
+                    "value": base64.b64encode(record.value).decode(),
+                }
+            )
+            handles[index % files].write(line + b"\n")
+    finally:
+        for handle in handles:
+            handle.close()
+    return paths

@@ -1,0 +1,43 @@
+"""A tiny run of the benchmark suite: it runs end to end and writes a report with every section.
+
+Only the shape of the report is checked; performance is measured by `make bench`, never asserted here.
+"""
+
+import re
+
+from bench.run import SECTIONS, Sizes, run
+
+
+def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
+    sizes = Sizes.smoke()
+    output = tmp_path / "BENCHMARKS.md"
+    text = run(spark, sizes, output, tmp_path / "work", smoke=True)
+
+    assert output.read_text() == text
+    positions = [text.find(section + "\n") for section in SECTIONS]
+    assert all(p >= 0 for p in positions), [s for s, p in zip(SECTIONS, positions, strict=True) if p < 0]
+    assert positions == sorted(positions)
+
+    for label in ("Cores", "RAM", "CPU", "Python", "Java", "Spark", "Delta"):
+        assert re.search(rf"^\| {label} \| \S", text, re.M), label
+    assert "`from_json` with the envelope schema alone" in text
+    assert re.search(r"^\| canal-json \| [\d,]+ \| [\d,]+ \(orjson\) \| [\d.]+x \|$", text, re.M)
+    assert "| simple | not measured: `ingest.workload` has no Simple encoder yet |" in text
+    assert "| avro | not yet decodable by the product |" in text
+    # One apply row per configured run, each with its event count and a ratio to the plain append.
+    for run_spec in sizes.mixes.split(","):
+        mix, keys = run_spec.split(":")
+        assert re.search(
+            rf"^\| {mix}, {keys} \| {sizes.apply_events:,} \| [\d,]+ \| .* \| [\d.]+x \|$", text, re.M
+        )
+    # Update-heavy Zipf changes one key several times in a batch: the raw-event MERGE cannot run.
+    assert re.search(r"^\| update-heavy, zipf \| does not run: .*multiple source rows", text, re.M | re.I)
+    assert re.search(r"^\| insert-only, uniform \| [\d.]+ s \| [\d.]+ s \| [\d.]+x \|$", text, re.M)
+    for size in (sizes.scale_small, sizes.scale_large):
+        for condition in ("key equality only", "key bounds"):
+            assert re.search(
+                rf"^\| {size:,} \| {condition} \| [\d.]+ s \| [\d.]+ s \| [\d.]+ s \|$", text, re.M
+            )
+    assert re.search(r"^\| Spark driver JVM .* \| [1-9][\d,]* MiB \|$", text, re.M)
+    targets = re.findall(r"^\| (.+?) \| [\d.]+x \| (met|missed) \|", text, re.M)
+    assert len(targets) == 3, targets

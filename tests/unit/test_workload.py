@@ -1,0 +1,158 @@
+"""The benchmark generator writes exactly what the upstream model (ingest.sample.Stream) writes."""
+
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import orjson
+import pytest
+
+from ingest.model import ColumnKind, TableId
+from ingest.sample import Stream
+from ingest.workload import (
+    DATETIME_BASE_MICROS,
+    START_MS,
+    KeyDistribution,
+    Mix,
+    Workload,
+    WorkloadSpec,
+    preloaded_value,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _python_value(kind, value):
+    """The value as the upstream model takes it (it renders wire text itself)."""
+    if value is None or kind in (ColumnKind.BIGINT, ColumnKind.INT, ColumnKind.VARCHAR):
+        return value
+    if kind is ColumnKind.DECIMAL:
+        return Decimal(value).scaleb(-2)
+    return (EPOCH + timedelta(microseconds=value)).replace(tzinfo=None)
+
+
+def _replay(workload: Workload) -> Stream:
+    stream = Stream(topic=workload.spec.topic, partitions=workload.spec.partitions)
+    ids: dict[int, TableId] = {}
+    for entry in workload.trace:
+        if entry.action == "create":
+            ids[entry.table] = stream.create_table(
+                workload.tables[entry.table].definition.create_sql, entry.ts
+            )
+            continue
+        if entry.action == "watermark":
+            stream.watermark(entry.ts)
+            continue
+        definition = workload.tables[entry.table].definition
+        row = {
+            n: _python_value(k, v)
+            for n, k, v in zip(definition.names, definition.kinds, entry.values, strict=True)
+        }
+        table = ids[entry.table]
+        if entry.action == "insert":
+            stream.insert(table, row, entry.ts, entry.partition)
+        elif entry.action == "update":
+            stream.update(table, (entry.key,), row, entry.ts, entry.partition)
+        else:
+            stream.delete(table, (entry.key,), entry.ts, entry.partition)
+    return stream
+
+
+@pytest.mark.parametrize("keys", list(KeyDistribution))
+@pytest.mark.parametrize("mix", list(Mix))
+def test_workload_bytes_equal_the_upstream_model(mix, keys):
+    spec = WorkloadSpec(tables=2, width=6, mix=mix, keys=keys, partitions=3, watermark_every=50)
+    workload = Workload(spec, trace=True)
+    workload.create_tables()
+    workload.insert_rows(20)
+    workload.changes(300)
+    records = workload.take()
+    stream = _replay(workload)
+
+    ours = {(r.partition, r.offset): orjson.loads(r.value) for r in records}
+    theirs = {
+        (r["partition"], r["offset"]): orjson.loads(__import__("base64").b64decode(r["value"]))
+        for r in stream.records
+    }
+    assert ours == theirs
+    # Byte for byte, too: same key order, same number rendering.
+    model_bytes = {(r["partition"], r["offset"]): r["value"] for r in stream.records}
+    for r in records:
+        assert __import__("base64").b64encode(r.value).decode() == model_bytes[(r.partition, r.offset)]
+
+    final = stream.state_at(workload.last_ts)
+    for index, state in enumerate(workload.tables):
+        table = TableId("bench", f"t{index}")
+        assert len(final[table]) == workload.live_rows(index)
+        for (key,), row in final[table].items():
+            expected = workload.row(index, key)
+            kinds = state.definition.kinds
+            assert row == {
+                n: _python_value(k, v)
+                for n, k, v in zip(state.definition.names, kinds, expected, strict=True)
+            }
+
+
+def test_operation_mix_follows_the_shares():
+    workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY), trace=True)
+    workload.create_tables()
+    workload.insert_rows(100)
+    workload.trace.clear()
+    workload.changes(10_000)
+    counts = Counter(e.action for e in workload.trace if e.action != "watermark")
+    assert 7_600 < counts["update"] < 8_400
+    assert 1_300 < counts["insert"] < 1_700
+    assert 350 < counts["delete"] < 650
+
+
+def test_zipf_concentrates_changes_on_few_keys():
+    def distinct_keys(keys):
+        workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY, keys=keys), trace=True)
+        workload.create_tables(preloaded=10_000)
+        workload.changes(5_000)
+        return len({e.key for e in workload.trace if e.action == "update"})
+
+    # Uniform over 10k keys: ~3.3k distinct of 4k updates; Zipf(1.1): far fewer.
+    assert distinct_keys(KeyDistribution.UNIFORM) > 3_000
+    assert distinct_keys(KeyDistribution.ZIPF) < 1_500
+
+
+def test_preloaded_rows_are_old_images_of_their_first_update():
+    workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY, width=5), trace=True)
+    workload.create_tables(preloaded=50, preload_from=100, first_new_key=1_000)
+    workload.changes(200)
+    records = [orjson.loads(r.value) for r in workload.take()]
+    updates = [m for m in records if m["type"] == "UPDATE"]
+    first = {}
+    for message in updates:
+        first.setdefault(int(message["data"][0]["id"]), message)
+    key, message = next((k, m) for k, m in first.items() if 100 <= k < 150)
+    assert message["old"][0] == {
+        "id": str(key),
+        "c1": str((key * 31 + 1) % 1_000_000),
+        "c2": f"v2-{key}",
+        "c3": f"{(key * 7 + 3) % 10_000_000 / 100:.2f}",
+        "c4": (datetime(2026, 1, 1) + timedelta(seconds=key)).strftime("%Y-%m-%d %H:%M:%S.000000"),
+    }
+    assert preloaded_value(ColumnKind.DATETIME, 4, key) == DATETIME_BASE_MICROS + key * 1_000_000
+    inserted = [int(m["data"][0]["id"]) for m in records if m["type"] == "INSERT"]
+    assert inserted and min(inserted) >= 1_000
+    assert {k for k in first if k < 1_000} <= set(range(100, 150))
+
+
+def test_ddl_on_partition_zero_and_watermarks_on_every_partition():
+    workload = Workload(WorkloadSpec(tables=3, partitions=4, watermark_every=10))
+    workload.create_tables()
+    workload.changes(25, Mix.INSERT_ONLY)
+    records = workload.take()
+    messages = [(r.partition, orjson.loads(r.value)) for r in records]
+    assert {p for p, m in messages if m["isDdl"]} == {0}
+    watermarks = Counter(p for p, m in messages if m["type"] == "TIDB_WATERMARK")
+    # one after CREATE, two after 10 and 20 events, one at the end of the phase
+    assert watermarks == dict.fromkeys(range(4), 4)
+    assert workload.last_ts > START_MS << 18
+
+
+def test_unknown_protocol_names_the_implemented_ones():
+    with pytest.raises(ValueError, match="protocol 'avro' has no encoder yet; implemented: canal-json"):
+        WorkloadSpec(protocol="avro")
