@@ -218,10 +218,9 @@ def decode_canal_json(messages: DataFrame) -> DataFrame:
     )
 
 
-def _classify(
-    is_ddl: Column, typ: Column, is_dml: Column, tidb: Column, data: Column, env: Column
-) -> tuple[Column, Column]:
-    rules: list[tuple[Column, str, str | Column]] = [
+def _framing_rules(env: Column) -> list[tuple[Column, str, str | Column]]:
+    """What makes any record bad before its protocol is looked at: no position, no value, no JSON."""
+    return [
         (
             F.col("partition").isNull() | F.col("offset").isNull(),
             KIND_BAD,
@@ -230,6 +229,14 @@ def _classify(
         (F.col("value").isNull(), KIND_BAD, "record has no value"),
         (F.col(PAYLOAD_ERROR).isNotNull(), KIND_BAD, F.col(PAYLOAD_ERROR)),
         (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
+    ]
+
+
+def _classify(
+    is_ddl: Column, typ: Column, is_dml: Column, tidb: Column, data: Column, env: Column
+) -> tuple[Column, Column]:
+    rules: list[tuple[Column, str, str | Column]] = [
+        *_framing_rules(env),
         (
             (is_ddl | is_dml) & tidb.isNull(),
             KIND_FATAL,
@@ -322,14 +329,7 @@ def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column]:
     is_dml = typ.isin(*sp.DML_TYPES)
     commit_ts = env[sp.FIELD_COMMIT_TS]
     rules: list[tuple[Column, str, str | Column]] = [
-        (
-            F.col("partition").isNull() | F.col("offset").isNull(),
-            KIND_BAD,
-            "not a captured Kafka record (topic/partition/offset missing)",
-        ),
-        (F.col("value").isNull(), KIND_BAD, "record has no value"),
-        (F.col(PAYLOAD_ERROR).isNotNull(), KIND_BAD, F.col(PAYLOAD_ERROR)),
-        (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
+        *_framing_rules(env),
         ((typ == sp.TYPE_WATERMARK) & commit_ts.isNull(), KIND_BAD, "WATERMARK without commitTs"),
         (typ == sp.TYPE_WATERMARK, KIND_WATERMARK, ""),
         (
