@@ -292,9 +292,23 @@ def mirror_main() -> int:
     return main(["run", *sys.argv[1:]])
 
 
-def backfill_main() -> int:
-    """Entry point of the backfill job task (``ticdc-ingest-backfill``): catch up from the input and stop."""
-    return main(["run", *sys.argv[1:]])
+def backfill_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the backfill job task (``ticdc-ingest-backfill``): catch up from the input and stop.
+
+    The named parameter ``mode=load`` makes it the initial load from a Dumpling export (``load``) instead.
+    """
+    return main(_backfill_arguments(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _backfill_arguments(arguments: list[str]) -> list[str]:
+    modes = [a for a in arguments if a.startswith("--mode=")]
+    rest = [a for a in arguments if not a.startswith("--mode=")]
+    mode = modes[-1].partition("=")[2] if modes else "run"
+    if mode not in ("run", "load"):
+        raise SystemExit(
+            f"error: mode: {mode!r} is not supported; use run (catch up) or load (Dumpling export)"
+        )
+    return [mode, *rest]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

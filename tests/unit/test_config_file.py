@@ -88,3 +88,12 @@ def test_storage_layout_is_for_canal_json_only():
         IngestConfig.from_params(
             {"input": "in", "target-path": "/l", "input-format": "storage", "protocol": "simple"}
         )
+
+
+def test_the_backfill_entry_point_runs_or_loads():
+    from ingest.cli import _backfill_arguments
+
+    assert _backfill_arguments(["--input=x", "--target-path=y"]) == ["run", "--input=x", "--target-path=y"]
+    assert _backfill_arguments(["--mode=load", "--input=x"]) == ["load", "--input=x"]
+    with pytest.raises(SystemExit, match="use run"):
+        _backfill_arguments(["--mode=merge"])
