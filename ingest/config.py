@@ -59,6 +59,13 @@ class DropTablePolicy(Enum):
     DELETE = "delete"  # delete the rows, keep the retired mark
 
 
+class TypeChangePolicy(Enum):
+    """What a MODIFY/CHANGE COLUMN that Delta cannot apply as type widening does."""
+
+    FAIL = "fail"  # stop before it, naming table, column, old -> new type and position
+    REWRITE = "rewrite"  # rewrite the table with the column cast to the new type
+
+
 class UnknownDdlPolicy(Enum):
     """What a DDL the mirror does not know (or cannot parse) does to the run."""
 
@@ -213,6 +220,7 @@ class IngestConfig:
     stream_id: str = "default"
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
+    type_change: TypeChangePolicy = TypeChangePolicy.FAIL
     input_format: InputFormat = InputFormat.AUTO
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
@@ -261,7 +269,7 @@ class IngestConfig:
         known = {
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
-            "unknown-ddl", "simple-encoding", "compression", "claim-check-path",
+            "unknown-ddl", "type-change", "simple-encoding", "compression", "claim-check-path",
             "claim-check-raw-value", "input-format",
         }  # fmt: skip
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
@@ -286,6 +294,7 @@ class IngestConfig:
             )
         drop_table = _choice(normalized, "drop-table", DropTablePolicy, DropTablePolicy.ARCHIVE)
         unknown_ddl = _choice(normalized, "unknown-ddl", UnknownDdlPolicy, UnknownDdlPolicy.FAIL)
+        type_change = _choice(normalized, "type-change", TypeChangePolicy, TypeChangePolicy.FAIL)
         input_format = _choice(normalized, "input-format", InputFormat, InputFormat.AUTO)
         ratio_text = normalized.get("max-bad-ratio", "0")
         try:
@@ -315,6 +324,7 @@ class IngestConfig:
             stream_id=normalized.get("stream-id", "default"),
             drop_table=drop_table,
             unknown_ddl=unknown_ddl,
+            type_change=type_change,
             kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
             input_format=input_format,
         )

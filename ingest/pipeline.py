@@ -23,7 +23,14 @@ from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import BAD_COLUMN, apply_merge, key_bounds, net_effect, normalize, segment_rows
-from ingest.config import DropTablePolicy, IngestConfig, Protocol, SimpleEncoding, UnknownDdlPolicy
+from ingest.config import (
+    DropTablePolicy,
+    IngestConfig,
+    Protocol,
+    SimpleEncoding,
+    TypeChangePolicy,
+    UnknownDdlPolicy,
+)
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
@@ -685,8 +692,14 @@ def _apply_ddl(
             apply_schema.rename_column(spark, path, change.old, change.new, before)
         elif isinstance(change, plan_schema.ChangeType):
             refused = apply_schema.change_type(spark, path, change, before)
+            if refused is not None and config.type_change is TypeChangePolicy.REWRITE:
+                logger.warning(
+                    "%s: column %s: %s; rewriting the table with a cast", table, change.name, refused
+                )
+                refused = apply_schema.rewrite_column(spark, path, change, before)
             if refused is not None:
-                raise reject(f'column {change.name}: {refused} under type-change policy "fail"')
+                policy = config.type_change.value
+                raise reject(f'column {change.name}: {refused} under type-change policy "{policy}"')
         elif isinstance(change, plan_schema.Truncate):
             apply_schema.truncate(spark, path, before)
         elif isinstance(change, plan_schema.Retire):

@@ -253,6 +253,10 @@ class _Table:
     schema: TableSchema
     columns: dict[str, ColumnType]
     added_at: dict[str, int] = field(default_factory=dict)
+    # (ts, column names after the CREATE or column DDL at ts); table_columns(at=) reads the last one <= at.
+    reshaped: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    # Every type a column name ever had (DROP keeps it here, for questions about the past).
+    types_ever: dict[str, ColumnType] = field(default_factory=dict)
 
     def key_of(self, row: Mapping[str, Any]) -> Key:
         return tuple(row[k] for k in self.schema.key)
@@ -372,7 +376,9 @@ class Stream:
             table_id = statement.table
             pre = None
             self._tables[statement.table] = _Table(
-                statement.schema, {c.name: c.type for c in statement.schema.columns}
+                statement.schema,
+                {c.name: c.type for c in statement.schema.columns},
+                reshaped=[(ts, tuple(c.name for c in statement.schema.columns))],
             )
         self._emit_ddl(table_id, sql, ts, ddl_type, pre, change)
 
@@ -447,11 +453,66 @@ class Stream:
             entry.columns[name] = column_type
             entry.added_at[name] = ts
             entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
+            entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
 
         self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
         self._changes.append(
             _Change(ts, len(self._changes), table, "add_column", column=name, default=default)
         )
+
+    def drop_column(self, table: TableId, name: str, ts: int) -> None:
+        """ALTER TABLE ... DROP COLUMN (not a key column)."""
+
+        def change() -> None:
+            entry = self._tables[table]
+            entry.types_ever.setdefault(name, entry.columns.pop(name))
+            entry.schema = TableSchema(
+                tuple(c for c in entry.schema.columns if c.name != name), entry.schema.key
+            )
+            entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
+
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` DROP COLUMN `{name}`"
+        self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
+        self._changes.append(_Change(ts, len(self._changes), table, "drop_column", column=name))
+
+    def rename_column(self, table: TableId, old: str, new: str, ts: int) -> None:
+        """ALTER TABLE ... RENAME COLUMN (not a key column)."""
+
+        def change() -> None:
+            entry = self._tables[table]
+            entry.types_ever.setdefault(old, entry.columns[old])
+            entry.columns = {(new if k == old else k): v for k, v in entry.columns.items()}
+            entry.types_ever[new] = entry.columns[new]
+            entry.added_at[new] = entry.added_at.get(old, 0)
+            columns = tuple(Column(new, c.type, c.nullable, c.default, c.has_default) if c.name == old else c
+                            for c in entry.schema.columns)  # fmt: skip
+            entry.schema = TableSchema(columns, entry.schema.key)
+            entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
+
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` RENAME COLUMN `{old}` TO `{new}`"
+        self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
+        self._changes.append(_Change(ts, len(self._changes), table, "rename_column", column=old, default=new))
+
+    def modify_column(self, table: TableId, name: str, type_text: str, ts: int) -> None:
+        """ALTER TABLE ... MODIFY COLUMN to a type that holds every old value (values do not change)."""
+
+        def change() -> None:
+            entry = self._tables[table]
+            entry.columns[name] = parse_mysql_type(type_text)
+            entry.types_ever[name] = entry.columns[name]
+
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` MODIFY COLUMN `{name}` {type_text} DEFAULT NULL"
+        self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
+
+    def rename_table(self, table: TableId, new: TableId, ts: int) -> None:
+        """RENAME TABLE: the rows move to the new name; questions about the old name still answer the past."""
+        sql = f"RENAME TABLE `{table.schema}`.`{table.table}` TO `{new.schema}`.`{new.table}`"
+        self._emit_ddl(new, sql, ts, "RENAME", None)
+        old = self._tables[table]
+        shape = (ts, tuple(c.name for c in old.schema.columns))
+        self._tables[new] = _Table(old.schema, dict(old.columns), dict(old.added_at), [*old.reshaped, shape],
+                                   dict(old.types_ever))  # fmt: skip
+        self._changes.append(_Change(ts, len(self._changes), table, "rename_table", row={"to": new}))
 
     def truncate(self, table: TableId, ts: int) -> None:
         self.ddl(
@@ -524,15 +585,28 @@ class Stream:
             elif change.action == "add_column":
                 for row in rows.values():
                     row.setdefault(change.column, change.default)
+            elif change.action == "drop_column":
+                for row in rows.values():
+                    row.pop(change.column, None)
+            elif change.action == "rename_column":
+                for row in rows.values():
+                    row[change.default] = row.pop(change.column, None)
+            elif change.action == "rename_table" and change.row is not None:
+                state[change.row["to"]] = {k: dict(v) for k, v in rows.items()}
+                rows.clear()
         return state
 
     def column_type(self, table: TableId, column: str) -> ColumnType:
-        return self._tables[table].columns[column]
+        entry = self._tables[table]
+        return entry.columns.get(column) or entry.types_ever[column]
 
     def table_columns(self, table: TableId, at: int | None = None) -> list[str]:
-        """The table's columns, or those it had at TSO ``at`` (columns added later left out)."""
+        """The table's columns, or those it had at TSO ``at``."""
         entry = self._tables[table]
-        return [c.name for c in entry.schema.columns if at is None or entry.added_at.get(c.name, 0) <= at]
+        if at is None:
+            return [c.name for c in entry.schema.columns]
+        shapes = [names for ts, names in entry.reshaped if ts <= at]
+        return list(shapes[-1]) if shapes else list(entry.reshaped[0][1] if entry.reshaped else ())
 
     # -- output ------------------------------------------------------------------------------------------
     def write(self, directory: Path, files: int = 2) -> list[Path]:

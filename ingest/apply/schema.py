@@ -196,6 +196,36 @@ def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadat
     return None
 
 
+def rewrite_column(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:
+    """Type-change policy "rewrite": rewrite every row with the column cast to its new Delta type.
+
+    TiDB converts the stored values itself and sends no row events, so the mirror must do the same
+    conversion; a value the cast cannot carry (text that is no number, say) refuses the rewrite instead of
+    turning into NULL. Returns why not, or None when done.
+    """
+    target = convert.spark_type(change.type)
+    table = spark.read.format("delta").load(path)
+    column = F.col(quote(change.name))
+    cast = column.cast(target) if isinstance(target, T.StringType) else column.try_cast(target)
+    lost = table.where(column.isNotNull() & cast.isNull()).count()
+    if lost:
+        return f"{lost} row(s) hold values that do not convert to {target.simpleString()} ({change.type})"
+    with committing(spark, metadata):
+        (
+            table.withColumn(change.name, cast)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .save(path)
+        )
+        spark.sql(
+            f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {quote(change.name)} "
+            f"COMMENT {_sql_string(f'tidb: {change.type}')}"
+        )
+    logger.info("rewrote %s with column %s as %s", path, change.name, target.simpleString())
+    return None
+
+
 def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadata: str) -> None:
     """Mark a table whose upstream table is gone; its last rows stay readable unless ``keep_rows`` is off."""
     with committing(spark, metadata):

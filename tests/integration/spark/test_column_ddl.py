@@ -133,3 +133,26 @@ def test_create_table_like_and_an_unknown_ddl_skipped_by_policy(spark, run, lake
         spark.read.format("delta").load(f"{lake}/_ingest/ddl_history").where("action = 'skipped'").collect()
     )
     assert [r["sql"] for r in skipped] == ["ALTER TABLE `m` SET TIFLASH REPLICA 1"]
+
+
+def test_type_change_policy_rewrite_casts_every_row_or_refuses(spark, run, lake):
+    """MODIFY INT -> VARCHAR (no widening): TiDB rewrites the stored values and sends no rows; so do we."""
+    m = TableId("app", "m")
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(CREATE, s.tso(1))
+    s.insert(m, {"id": 1, "qty": 5, "price": Decimal("1.00"), "note": "a"}, s.tso(2))
+    s.insert(m, {"id": 2, "qty": None, "price": Decimal("2.00"), "note": "b"}, s.tso(2))
+    s.modify_column(m, "qty", "varchar(20)", s.tso(3))
+    s.insert(m, {"id": 3, "qty": "seven", "price": Decimal("3.00"), "note": "c"}, s.tso(4))
+    s.watermark(s.tso(5))
+    run(s, **{"type-change": "rewrite"})
+    rows = {r["id"]: r["qty"] for r in spark.read.format("delta").load(f"{lake}/app/m").collect()}
+    assert rows == {1: "5", 2: None, 3: "seven"}  # MySQL renders INT 5 as '5'
+    assert schema(spark, lake)["qty"] == "string"
+    # Back to INT: 'seven' has no INT value, so the rewrite refuses instead of writing NULL.
+    s.modify_column(m, "qty", "int(11)", s.tso(6))
+    s.watermark(s.tso(7))
+    with pytest.raises(
+        SchemaChangeRejected, match=r"1 row\(s\) hold values that do not convert.*policy \"rewrite\""
+    ):
+        run(s, **{"type-change": "rewrite"})

@@ -1,0 +1,146 @@
+"""Random streams that interleave DDL and DML, cut into random batches, against the upstream model.
+
+Column DDL (ADD with a DEFAULT, DROP, RENAME, MODIFY to a wider type), TRUNCATE and RENAME TABLE happen
+between rows, replays and watermark regressions; after every batch each live table equals upstream at its
+applied TSO, and at the end every live table equals upstream at G. Expected tables come from the model
+(``Stream.state_at``), never from the code under test.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mirror import delta_rows, expected_rows
+from test_property import prefix
+
+from ingest.config import IngestConfig
+from ingest.model import TableId
+from ingest.pipeline import run_files
+from ingest.sample import SIMPLE_FOR_TESTS, Stream
+
+KEYS = st.integers(1, 5)
+OPS = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 1), KEYS, st.text("abcxyz", min_size=1, max_size=3)),
+    st.tuples(st.just("delete"), st.integers(0, 1), KEYS),
+    st.tuples(st.just("rekey"), st.integers(0, 1), KEYS, KEYS),
+    st.tuples(st.just("watermark"), st.lists(st.integers(0, 2), min_size=1, max_size=3)),
+    st.tuples(st.just("replay"), st.integers(0, 2), st.integers(1, 6)),
+    st.tuples(st.just("add_column"), st.integers(0, 1), st.integers(0, 9)),
+    st.tuples(st.just("drop_column"), st.integers(0, 1)),
+    st.tuples(st.just("rename_column"), st.integers(0, 1), st.integers(0, 9)),
+    st.tuples(st.just("widen"), st.integers(0, 1)),
+    st.tuples(st.just("truncate"), st.integers(0, 1)),
+    st.tuples(st.just("rename_table"), st.integers(0, 1)),
+)
+
+
+def build(ops: list[tuple], partitions: int) -> tuple[Stream, list[TableId]]:
+    s = Stream(topic="cdc", partitions=partitions)
+    names = [TableId("app", "t"), TableId("app", "u")]
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
+    extra: list[dict[str, str]] = [{}, {}]  # added columns per logical table: name -> type
+    counter = 0
+    t = 2.0
+    for op in ops:
+        t += 1
+        ts = s.tso(t)
+        kind = op[0]
+        i = op[1] if kind not in ("watermark", "replay") else 0
+        table = names[i]
+        rows = s.state_at(ts)[table]
+        if kind == "put":
+            _, _, key, value = op
+            if (key,) in rows:
+                s.update(table, (key,), {"v": value}, ts)
+            else:
+                s.insert(table, {"id": key, "v": value, **dict.fromkeys(extra[i], counter)}, ts)
+        elif kind == "delete" and (op[2],) in rows:
+            s.delete(table, (op[2],), ts)
+        elif kind == "rekey" and (op[2],) in rows and (op[3],) not in rows:
+            s.update(table, (op[2],), {"id": op[3]}, ts)
+        elif kind == "watermark":
+            s.watermark(ts, partitions=sorted({p % partitions for p in op[1]}))
+        elif kind == "replay":
+            partition = op[1] % partitions
+            offsets = [r["offset"] for r in s.records if r["partition"] == partition]
+            if offsets:
+                s.replay(partition, max(0, offsets[-1] - op[2] + 1), offsets[-1])
+                s.watermark(s.tso(max(1.0, t - op[2])), partitions=[partition])
+        elif kind == "add_column" and len(extra[i]) < 3:
+            counter += 1
+            name = f"c{counter}"
+            sql = f"ALTER TABLE `{table.table}` ADD COLUMN `{name}` int(11) NOT NULL DEFAULT '{op[2]}'"
+            s.add_column(table, sql, ts, name, "int", default=op[2])
+            extra[i][name] = "int"
+        elif kind == "drop_column" and extra[i]:
+            name = sorted(extra[i])[0]
+            s.drop_column(table, name, ts)
+            del extra[i][name]
+        elif kind == "rename_column" and extra[i]:
+            counter += 1
+            old, new = sorted(extra[i])[-1], f"r{counter}"
+            s.rename_column(table, old, new, ts)
+            extra[i][new] = extra[i].pop(old)
+        elif kind == "widen" and any(v == "int" for v in extra[i].values()):
+            name = next(n for n, v in sorted(extra[i].items()) if v == "int")
+            s.modify_column(table, name, "bigint(20)", ts)
+            extra[i][name] = "bigint"
+        elif kind == "truncate":
+            s.truncate(table, ts)
+        elif kind == "rename_table" and "_" not in table.table:
+            new = TableId(table.schema, f"{table.table}_{counter}")
+            s.rename_table(table, new, ts)
+            names[i] = new
+    s.watermark(s.tso(t + 1))
+    return s, names
+
+
+def _retired(spark, lake, table: TableId) -> bool:
+    from delta.tables import DeltaTable
+
+    properties = (
+        DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").detail().first()["properties"]
+    )
+    return properties.get("ticdc.retired", "no") != "no"
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    ops=st.lists(OPS, min_size=6, max_size=24),
+    partitions=st.integers(1, 2),
+    cuts=st.lists(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=2), max_size=2),
+)
+def test_random_ddl_and_dml_mirror_upstream_at_every_applied_watermark(
+    spark, tmp_path_factory, ops, partitions, cuts
+):
+    from delta.tables import DeltaTable
+
+    root = tmp_path_factory.mktemp("ddlprop")
+    lake = root / "lake"
+    stream, live = build(ops, partitions)
+    batches = [sorted(c) for c in cuts]
+    params = {"target-path": str(lake), "partitions": f"cdc:0-{partitions - 1}"}
+    for index, fractions in enumerate([*batches, [1.0]]):
+        if index and batches:
+            fractions = [max(f, g) for f, g in zip(fractions, batches[index - 1], strict=False)] or [1.0]
+        directory = root / f"in-{index}"
+        if fractions == [1.0]:
+            stream.write(directory)
+        else:
+            prefix(stream, fractions, directory)
+        result = run_files(spark, IngestConfig.from_params({"input": str(directory), **params}))
+        for table, report in result.tables.items():
+            path = f"{lake}/{table.schema}/{table.table}"
+            if (
+                report.applied_ts
+                and DeltaTable.isDeltaTable(spark, path)
+                and not _retired(spark, lake, table)
+            ):
+                assert delta_rows(spark, str(lake), table) == expected_rows(
+                    stream, table, report.applied_ts
+                ), (index, table)
+    g = stream.complete_watermark()
+    assert result.global_watermark == g
+    for table in live:
+        assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
