@@ -191,6 +191,13 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "history and go on (skip) (default: fail)",
     )
     run.add_argument(
+        "--type-change",
+        default=None,
+        choices=["fail", "rewrite"],
+        help="a column type change Delta cannot widen: stop before it (fail), or rewrite the table with a "
+        "cast (rewrite) (default: fail)",
+    )
+    run.add_argument(
         "--drop-table",
         default="archive",
         choices=["archive", "delete"],
