@@ -163,6 +163,8 @@ class DdlEvent:
     sql: str
     ddl_type: str
     position: Position
+    # The table's handle key after the DDL, where the protocol says it (Simple's tableSchema indexes).
+    handle_key: tuple[str, ...] | None = None
 
     @property
     def identity(self) -> str:

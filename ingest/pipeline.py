@@ -700,6 +700,8 @@ def _apply_ddl(
             if refused is not None:
                 policy = config.type_change.value
                 raise reject(f'column {change.name}: {refused} under type-change policy "{policy}"')
+        elif isinstance(change, plan_schema.ChangeKey):
+            apply_schema.change_key(spark, path, change.key, before)
         elif isinstance(change, plan_schema.Truncate):
             apply_schema.truncate(spark, path, before)
         elif isinstance(change, plan_schema.Retire):

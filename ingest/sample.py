@@ -504,6 +504,18 @@ class Stream:
         sql = f"ALTER TABLE `{table.schema}`.`{table.table}` MODIFY COLUMN `{name}` {type_text} DEFAULT NULL"
         self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
 
+    def change_key(
+        self, table: TableId, key: tuple[str, ...], sql: str, ts: int, ddl_type: str = "CINDEX"
+    ) -> None:
+        """ADD/DROP PRIMARY KEY (or an index DDL) after which TiCDC identifies rows by ``key``."""
+
+        def change() -> None:
+            entry = self._tables[table]
+            entry.schema = TableSchema(entry.schema.columns, key)
+
+        self.ddl(table.schema, table.table, sql, ts, ddl_type, change)
+        self._changes.append(_Change(ts, len(self._changes), table, "rekey_table", row={"key": key}))
+
     def rename_table(self, table: TableId, new: TableId, ts: int) -> None:
         """RENAME TABLE: the rows move to the new name; questions about the old name still answer the past."""
         sql = f"RENAME TABLE `{table.schema}`.`{table.table}` TO `{new.schema}`.`{new.table}`"
@@ -591,6 +603,11 @@ class Stream:
             elif change.action == "rename_column":
                 for row in rows.values():
                     row[change.default] = row.pop(change.column, None)
+            elif change.action == "rekey_table" and change.row is not None:
+                names = change.row["key"]
+                rekeyed = {tuple(r[n] for n in names): r for r in rows.values()}
+                rows.clear()
+                rows.update(rekeyed)
             elif change.action == "rename_table" and change.row is not None:
                 state[change.row["to"]] = {k: dict(v) for k, v in rows.items()}
                 rows.clear()

@@ -196,6 +196,16 @@ def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadat
     return None
 
 
+def change_key(spark: SparkSession, path: str, key: tuple[str, ...], metadata: str) -> None:
+    """Merge on ``key`` from now on (ADD/DROP PRIMARY KEY). Rows are unique on it upstream, so here too."""
+    with committing(spark, metadata):
+        spark.sql(
+            f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
+            f"('{PROPERTY_KEY_COLUMNS}' = {_sql_string(orjson.dumps(list(key)).decode())})"
+        )
+    logger.info("%s: merge key is now %s", path, ", ".join(key))
+
+
 def rewrite_column(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:
     """Type-change policy "rewrite": rewrite every row with the column cast to its new Delta type.
 

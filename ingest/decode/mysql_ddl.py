@@ -111,6 +111,17 @@ class IndexChange:
 
 
 @dataclass(frozen=True, slots=True)
+class PrimaryKeyChange:
+    """ALTER TABLE ADD PRIMARY KEY (cols) or DROP PRIMARY KEY: the handle key TiCDC identifies rows by moves.
+
+    ``key`` is None for DROP PRIMARY KEY: the new handle (a NOT NULL unique index) is not in the SQL.
+    """
+
+    table: TableId
+    key: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
 class OtherDdl:
     """A statement we parsed (or could not) but do not act on; ``reason`` says why."""
 
@@ -127,8 +138,24 @@ Statement = (
     | DropDatabase
     | RenameTables
     | IndexChange
+    | PrimaryKeyChange
     | OtherDdl
 )
+
+# ALTER TABLE t ADD [CONSTRAINT [c]] PRIMARY KEY [USING BTREE] (a, b(10)) [NON]CLUSTERED, or DROP PRIMARY KEY.
+_PRIMARY_KEY_ACTION = (
+    r"(?:ADD\s+(?:CONSTRAINT\s+(?:`[^`]*`|\w+)?\s*)?PRIMARY\s+KEY\s*(?:USING\s+\w+\s*)?\(((?:[^()]|\(\d+\))*)\)"
+    r"|DROP\s+PRIMARY\s+KEY)"
+)
+
+
+def _key_names(columns: str) -> list[str]:
+    names = []
+    for part in columns.split(","):
+        name = re.sub(r"\(\d+\)", "", part).strip().split()[0]
+        names.append(name[1:-1].replace("``", "`") if name.startswith("`") else name)
+    return names
+
 
 # sqlglot's MySQL dialect leaves RENAME TABLE unparsed (an opaque Command); this reads its name pairs.
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -141,6 +168,13 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
     rename = re.match(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", sql, re.IGNORECASE | re.DOTALL)
     if rename:
         return _rename_tables(rename.group(1), default_schema)
+    primary = _PRIMARY_KEY.match(sql)
+    if primary:
+        # sqlglot leaves ADD PRIMARY KEY ... [NON]CLUSTERED as an opaque Command and rejects DROP PRIMARY KEY.
+        table = _qualified(primary.group(1), default_schema)
+        columns = primary.group(2)
+        key = None if columns is None else tuple(_key_names(columns))
+        return PrimaryKeyChange(table, key)
     try:
         tree = sqlglot.parse_one(sql, read="mysql")
     except ParseError as exc:
@@ -314,3 +348,8 @@ def _qualified(text: str, default_schema: str) -> TableId:
     parts = [p.strip() for p in re.findall(_NAME, text)]
     names = [p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts]
     return TableId(names[0], names[1]) if len(names) == 2 else TableId(default_schema, names[0])
+
+
+_PRIMARY_KEY = re.compile(
+    rf"^\s*ALTER\s+TABLE\s+{_QUALIFIED}\s+{_PRIMARY_KEY_ACTION}[^,;]*;?\s*$", re.IGNORECASE | re.DOTALL
+)

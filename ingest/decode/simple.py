@@ -233,8 +233,10 @@ def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | W
             raise DecodeError(f"DDL {typ!r} without commitTs", protocol=PROTOCOL, position=position)
         sql = str(fields.get(FIELD_SQL) or "")
         pre = fields.get(FIELD_PRE_TABLE_SCHEMA)
+        handle_key = None
         if table_schema is not None:
-            table = parse_table_schema(table_schema).table
+            announced = parse_table_schema(table_schema)
+            table, handle_key = announced.table, announced.schema.key
         elif pre is not None:
             table = parse_table_schema(pre).table
         else:
@@ -242,7 +244,12 @@ def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | W
     except ValueError as exc:
         raise DecodeError(f"bad {typ} message: {exc}", protocol=PROTOCOL, position=position) from exc
     return DdlEvent(
-        table=table, commit_ts=int(commit_ts), sql=sql, ddl_type=str(typ or ""), position=position
+        table=table,
+        commit_ts=int(commit_ts),
+        sql=sql,
+        ddl_type=str(typ or ""),
+        position=position,
+        handle_key=handle_key,
     )
 
 

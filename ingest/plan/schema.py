@@ -95,6 +95,14 @@ class CopyFrom:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangeKey:
+    """The handle key TiCDC identifies rows by is now ``key``: the mirror merges on it from here on."""
+
+    table: TableId
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RecordOnly:
     """Nothing to change in Delta; the DDL is still recorded as applied."""
 
@@ -123,6 +131,7 @@ SchemaChange = (
     | Retire
     | CopyFrom
     | CreateLike
+    | ChangeKey
     | RecordOnly
     | Reject
 )
@@ -165,6 +174,31 @@ def is_rename(ddl: DdlEvent) -> bool:
     return isinstance(mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema), mysql_ddl.RenameTables)
 
 
+def _plan_key_change(
+    ddl: DdlEvent,
+    table: TableId,
+    new_key: tuple[str, ...] | None,
+    existing_columns: Collection[str] | None,
+    key: Collection[str],
+) -> list[SchemaChange]:
+    if existing_columns is None:
+        return [RecordOnly(f"{table} does not exist in the mirror")]
+    if not new_key:
+        return [
+            Reject(
+                f"{table}: after {ddl.sql!r} TiCDC identifies rows by a NOT NULL unique index that the SQL "
+                "does not name (or by nothing); mirror the table with the Simple protocol, which announces "
+                "it, or re-create the table's mirror"
+            )
+        ]
+    missing = [c for c in new_key if c not in existing_columns]
+    if missing:
+        return [Reject(f"{table}: the new key names column(s) {', '.join(missing)}, which the mirror lacks")]
+    if tuple(new_key) == tuple(key):
+        return [RecordOnly("the handle key is unchanged")]
+    return [ChangeKey(table, tuple(new_key))]
+
+
 def plan_schema_changes(
     ddl: DdlEvent,
     existing_columns: Collection[str] | None,
@@ -198,12 +232,17 @@ def plan_schema_changes(
         return [RecordOnly(f"{statement.table} already exists")]
     if isinstance(statement, mysql_ddl.TruncateTable):
         return [Truncate(statement.table)]
+    if isinstance(statement, mysql_ddl.PrimaryKeyChange):
+        return _plan_key_change(ddl, table, statement.key or ddl.handle_key, existing_columns, key)
     if isinstance(statement, mysql_ddl.IndexChange):
+        if ddl.handle_key is not None and existing_columns is not None:
+            # Simple announces the table's indexes after the DDL: the handle key is known either way.
+            return _plan_key_change(ddl, table, ddl.handle_key, existing_columns, key)
         if statement.adds_unique:
             return [
                 Reject(
-                    f"a new unique index on {table} may change the key TiCDC identifies rows by; "
-                    f"not supported yet: {ddl.sql!r}"
+                    f"a new unique index on {table} may change the key TiCDC identifies rows by, and "
+                    f"Canal-JSON does not say which key it uses now; not supported yet: {ddl.sql!r}"
                 )
             ]
         return [RecordOnly("indexes do not exist in the mirror")]

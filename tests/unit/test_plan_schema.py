@@ -124,8 +124,29 @@ def test_index_changes_are_recorded_but_a_new_unique_index_is_refused():
     for sql in ("CREATE UNIQUE INDEX u ON c (p)", "ALTER TABLE c ADD UNIQUE KEY u (p)"):
         (change,) = plan_schema_changes(event(sql), ["id", "p"])
         assert isinstance(change, Reject) and "unique index" in change.reason, sql
-    (change,) = plan_schema_changes(event("ALTER TABLE c ADD PRIMARY KEY (p)"), ["id", "p"])
-    assert isinstance(change, Reject)
+
+
+def test_primary_key_changes_move_the_merge_key_when_the_new_key_is_known():
+    from dataclasses import replace
+
+    from ingest.plan.schema import ChangeKey
+
+    add = event("ALTER TABLE `c` ADD PRIMARY KEY (`id`, `p`) NONCLUSTERED")
+    assert plan_schema_changes(add, ["id", "p"], key=("id",)) == [ChangeKey(add.table, ("id", "p"))]
+    (same,) = plan_schema_changes(event("ALTER TABLE c ADD PRIMARY KEY (id)"), ["id", "p"], key=("id",))
+    assert isinstance(same, RecordOnly)
+    (missing,) = plan_schema_changes(event("ALTER TABLE c ADD PRIMARY KEY (q)"), ["id", "p"], key=("id",))
+    assert isinstance(missing, Reject) and "q" in missing.reason
+    # Canal-JSON: after DROP PRIMARY KEY the handle is some NOT NULL unique index the SQL does not name.
+    drop = event("ALTER TABLE c DROP PRIMARY KEY")
+    (refused,) = plan_schema_changes(drop, ["id", "p"], key=("id",))
+    assert isinstance(refused, Reject) and "Simple protocol" in refused.reason
+    # Simple announces the indexes with every DDL, so the new handle key is known.
+    announced = replace(drop, handle_key=("p",))
+    assert plan_schema_changes(announced, ["id", "p"], key=("id",)) == [ChangeKey(drop.table, ("p",))]
+    unique = replace(event("ALTER TABLE c ADD UNIQUE KEY u (p)"), handle_key=("id",))
+    (unchanged,) = plan_schema_changes(unique, ["id", "p"], key=("id",))
+    assert isinstance(unchanged, RecordOnly)
 
 
 def test_rename_change_and_modify_column():

@@ -74,7 +74,12 @@ def test_control_events():
          "tableSchema": orjson.dumps(ORDERS_SCHEMA).decode()}, HERE
     )  # fmt: skip
     assert ddl == DdlEvent(
-        TableId("shop", "orders"), 9, "ALTER TABLE `orders` ADD COLUMN `x` int", "ALTER", HERE
+        TableId("shop", "orders"),
+        9,
+        "ALTER TABLE `orders` ADD COLUMN `x` int",
+        "ALTER",
+        HERE,
+        handle_key=("id",),
     )
     # Schema-level DDL has no tableSchema: the database is only inside the SQL.
     drop = sp.control_event({"type": "QUERY", "commitTs": 10, "sql": "DROP DATABASE `shop`"}, HERE)

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows
+from mirror import delta_rows, expected_rows
 from pyspark.sql import types as T
 
 from ingest.apply.convert import is_widening
@@ -156,3 +156,25 @@ def test_type_change_policy_rewrite_casts_every_row_or_refuses(spark, run, lake)
         SchemaChangeRejected, match=r"1 row\(s\) hold values that do not convert.*policy \"rewrite\""
     ):
         run(s, **{"type-change": "rewrite"})
+
+
+@pytest.mark.parametrize("protocol", ["canal-json", "simple"])
+def test_add_primary_key_moves_the_merge_key(spark, run, lake, protocol):
+    """A table keyed by a unique index gets a wider primary key; rows that share the old key then coexist."""
+    k = TableId("app", "k")
+    s = Stream(topic="cdc", partitions=2, protocol=protocol)
+    s.create_table(
+        "CREATE TABLE `app`.`k` (`a` int(11) NOT NULL, `b` int(11) NOT NULL, `v` varchar(10) DEFAULT NULL, "
+        "UNIQUE KEY `uk` (`a`))",
+        s.tso(1),
+    )
+    s.insert(k, {"a": 1, "b": 1, "v": "x"}, s.tso(2))
+    s.insert(k, {"a": 2, "b": 1, "v": "y"}, s.tso(2))
+    s.change_key(k, ("a", "b"), "ALTER TABLE `app`.`k` ADD PRIMARY KEY (`a`, `b`) NONCLUSTERED", s.tso(3))
+    s.ddl("app", "k", "ALTER TABLE `app`.`k` DROP INDEX `uk`", s.tso(4), "DINDEX")
+    s.insert(k, {"a": 1, "b": 2, "v": "z"}, s.tso(5))  # same a as an existing row: a new row now
+    s.update(k, (2, 1), {"v": "y2"}, s.tso(6))
+    s.watermark(s.tso(7))
+    run(s, protocol=protocol)
+    assert delta_rows(spark, str(lake), k) == expected_rows(s, k, s.tso(7))
+    assert len(delta_rows(spark, str(lake), k)) == 3
