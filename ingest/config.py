@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -74,6 +75,15 @@ class UnknownDdlPolicy(Enum):
 
 
 STATE_DIR_NAME = "_ingest"
+
+
+def absolute_local_path(path: str) -> str:
+    """A relative local path made absolute; URIs (``s3a://``, ``dbfs:/``) and absolute paths unchanged."""
+    if not path or path.startswith("/") or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
+        return path
+    return os.path.abspath(path)
+
+
 CHECKPOINTS_DIR_NAME = "checkpoints"
 KAFKA_OPTION_PREFIX = "kafka."
 _INTERVAL = re.compile(r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$")
@@ -256,8 +266,12 @@ class IngestConfig:
                 "input-format: the storage-sink layout is read for --protocol canal-json only; "
                 f"got protocol {self.protocol.value}"
             )
+        # Delta's SQL (delta.`path`) takes absolute paths only: a relative local path is read against the
+        # working directory here, once, instead of failing at the first ALTER TABLE.
+        object.__setattr__(self, "target_path", absolute_local_path(self.target_path))
         if not self.state_path:
             object.__setattr__(self, "state_path", self.target_path.rstrip("/") + "/" + STATE_DIR_NAME)
+        object.__setattr__(self, "state_path", absolute_local_path(self.state_path))
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> IngestConfig:

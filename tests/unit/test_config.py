@@ -69,3 +69,14 @@ def test_simple_avro_with_compression_and_claim_check():
     assert config.protocol is Protocol.SIMPLE and config.simple_encoding is SimpleEncoding.AVRO
     assert config.compression is Compression.SNAPPY
     assert (config.claim_check_path, config.claim_check_raw_value) == ("s3a://bucket/claims", True)
+
+
+def test_a_relative_target_path_is_made_absolute_for_delta_sql(tmp_path, monkeypatch):
+    # delta.`lakehouse/db/t` is refused by Spark SQL as a table name; delta.`/abs/lakehouse/db/t` is not.
+    monkeypatch.chdir(tmp_path)
+    config = IngestConfig.from_params({"input": "in", "target-path": "lakehouse"})
+    assert config.target_path == str(tmp_path / "lakehouse")
+    assert config.state_path == str(tmp_path / "lakehouse" / "_ingest")
+    assert config.table_path("db", "t") == str(tmp_path / "lakehouse" / "db" / "t")
+    for uri in ("s3a://bucket/lake", "dbfs:/mnt/lake", "/abs/lake"):
+        assert IngestConfig.from_params({"input": "in", "target-path": uri}).target_path == uri

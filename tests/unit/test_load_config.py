@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from ingest.config import LoadConfig
@@ -12,8 +14,9 @@ def test_defaults_are_dumplings_and_the_state_path_is_the_mirrors():
         "\\N",
         True,
     )
-    assert config.state_path == "lake/_ingest" and not config.force
-    assert config.stream.table_path("shop", "orders") == "lake/shop/orders"
+    # Relative local paths are made absolute (Delta's SQL takes absolute paths only).
+    assert config.state_path == os.path.abspath("lake/_ingest") and not config.force
+    assert config.stream.table_path("shop", "orders") == os.path.abspath("lake/shop/orders")
 
 
 def test_csv_flags_as_typed_on_a_shell():
