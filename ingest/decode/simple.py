@@ -78,9 +78,6 @@ TYPE_BOOTSTRAP = "BOOTSTRAP"
 DML_TYPES = (TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE)
 DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "TRUNCATE", "CINDEX", "DINDEX", "QUERY")
 
-# A column's JSON value is base64 iff its mysqlType says binary or blob: the rule of TiCDC's own decoder.
-# charset "binary" alone is not enough: numeric, temporal and JSON columns report it too (§3.8).
-BINARY_MARKERS = ("binary", "blob")
 
 _KIND_ALIASES = {
     "tinytext": ColumnKind.TEXT,
@@ -110,11 +107,6 @@ class Bootstrap:
 
     schema: VersionedSchema
     position: Position
-
-
-def is_binary_mysql_type(mysql_type: str) -> bool:
-    lowered = mysql_type.lower()
-    return any(marker in lowered for marker in BINARY_MARKERS)
 
 
 def binary_to_wire(value: bytes) -> str:
