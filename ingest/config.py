@@ -108,6 +108,13 @@ def _parse_partitions(text: str) -> frozenset[PartitionId]:
     return frozenset(result)
 
 
+def _reject_unknown(params: Mapping[str, str], known: set[str]) -> None:
+    """An unknown key is an error that names it, and every key that would have been accepted."""
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+
+
 E = TypeVar("E", bound=Enum)
 
 
@@ -290,9 +297,7 @@ class IngestConfig:
         options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
         normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None and k not in options}
         known |= _KAFKA_KEYS
-        unknown = sorted(set(normalized) - known)
-        if unknown:
-            raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        _reject_unknown(normalized, known)
         # An empty job parameter or widget means "not set": bundles and notebooks cannot omit a key.
         normalized = {k: v for k, v in normalized.items() if v != ""}
         source = _choice(normalized, "source", SourceKind, SourceKind.FILES)
@@ -446,9 +451,7 @@ class LoadConfig:
             "csv-line-terminator", "escape-backslash", "table-name-template",
         }  # fmt: skip
         normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
-        unknown = sorted(set(normalized) - known)
-        if unknown:
-            raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        _reject_unknown(normalized, known)
         if not _flag(normalized, "escape-backslash", True):
             raise ConfigError(
                 "escape-backslash: only exports written with Dumpling's default --escape-backslash=true can "
