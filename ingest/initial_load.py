@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -295,16 +295,23 @@ def _load_rows(
         decoded.unpersist()
 
 
-def _as_changes(decoded: DataFrame, columns: list[str], snapshot_ts: int) -> DataFrame:
-    """Decoded rows in the shape of the stream's decoded DML: INSERTs at the snapshot TSO."""
-    data = F.map_from_arrays(F.array(*[F.lit(c) for c in columns]), F.col("values"))
-    return decoded.select(
+def _message_columns() -> list[Column]:
+    """A data line as a Kafka-shaped record: its file is the topic, its place in the file the offset."""
+    return [
         F.col("file").alias("topic"),
         F.lit(0).alias("partition"),
         F.col("offset"),
         F.lit(None).cast(T.TimestampType()).alias("timestamp"),
         F.lit(None).cast(T.BinaryType()).alias("key"),
         F.col("line").alias("value"),
+    ]
+
+
+def _as_changes(decoded: DataFrame, columns: list[str], snapshot_ts: int) -> DataFrame:
+    """Decoded rows in the shape of the stream's decoded DML: INSERTs at the snapshot TSO."""
+    data = F.map_from_arrays(F.array(*[F.lit(c) for c in columns]), F.col("values"))
+    return decoded.select(
+        *_message_columns(),
         F.lit(snapshot_ts).cast(T.LongType()).alias("commit_ts"),
         F.lit(cj.TYPE_INSERT).alias("type"),
         data.alias("data"),
@@ -314,12 +321,7 @@ def _as_changes(decoded: DataFrame, columns: list[str], snapshot_ts: int) -> Dat
 
 def _positioned(unreadable: DataFrame, table: TableId, snapshot_ts: int) -> DataFrame:
     return unreadable.select(
-        F.col("file").alias("topic"),
-        F.lit(0).alias("partition"),
-        F.col("offset"),
-        F.lit(None).cast(T.TimestampType()).alias("timestamp"),
-        F.lit(None).cast(T.BinaryType()).alias("key"),
-        F.col("line").alias("value"),
+        *_message_columns(),
         F.lit(table.schema).alias("database"),
         F.lit(table.table).alias("table"),
         F.lit(snapshot_ts).cast(T.LongType()).alias("commit_ts"),
