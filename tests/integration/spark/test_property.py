@@ -112,6 +112,33 @@ def prefix(stream: Stream, fractions: list[float], directory: Path) -> None:
     part.write(directory)
 
 
+def run_in_batches(
+    spark, stream: Stream, root: Path, partitions: int, cuts: list[list[float]], checked=lambda table: True
+):
+    """Mirror ``stream`` into ``root/lake`` in growing per-partition prefixes, then whole; after each batch,
+    every table with an applied TSO (and ``checked``) equals upstream at that TSO. Returns the last result."""
+    lake = root / "lake"
+    batches = [sorted(c) for c in cuts]
+    params = {"target-path": str(lake), "partitions": f"cdc:0-{partitions - 1}"}
+    for index, fractions in enumerate([*batches, [1.0]]):
+        # Fractions only grow batch to batch, so each input extends the previous one.
+        if index and batches:
+            fractions = [max(f, g) for f, g in zip(fractions, batches[index - 1], strict=False)] or [1.0]
+        directory = root / f"in-{index}"
+        if fractions == [1.0]:
+            stream.write(directory)
+        else:
+            prefix(stream, fractions, directory)
+        result = run_files(spark, IngestConfig.from_params({"input": str(directory), **params}))
+        for table, report in result.tables.items():
+            path = f"{lake}/{table.schema}/{table.table}"
+            if report.applied_ts and DeltaTable.isDeltaTable(spark, path) and checked(table):
+                assert delta_rows(spark, str(lake), table) == expected_rows(
+                    stream, table, report.applied_ts
+                ), (index, table)
+    return result
+
+
 def check_consistent_versions(spark, lake: Path, stream: Stream, table: TableId) -> int:
     path = f"{lake}/{table.schema}/{table.table}"
     checked = 0
@@ -138,23 +165,7 @@ def test_random_streams_mirror_upstream_at_every_applied_watermark(
     root = tmp_path_factory.mktemp("prop")
     lake = root / "lake"
     stream = build(ops, partitions)
-    batches = [sorted(c) for c in cuts]
-    params = {"target-path": str(lake), "partitions": f"cdc:0-{partitions - 1}"}
-    for index, fractions in enumerate([*batches, [1.0]]):
-        # Fractions only grow batch to batch, so each input extends the previous one.
-        if index and batches:
-            fractions = [max(f, g) for f, g in zip(fractions, batches[index - 1], strict=False)] or [1.0]
-        directory = root / f"in-{index}"
-        if fractions == [1.0]:
-            stream.write(directory)
-        else:
-            prefix(stream, fractions, directory)
-        result = run_files(spark, IngestConfig.from_params({"input": str(directory), **params}))
-        for table, report in result.tables.items():
-            if DeltaTable.isDeltaTable(spark, f"{lake}/{table.schema}/{table.table}") and report.applied_ts:
-                assert delta_rows(spark, str(lake), table) == expected_rows(
-                    stream, table, report.applied_ts
-                ), (index, table)
+    result = run_in_batches(spark, stream, root, partitions, cuts)
     g = stream.complete_watermark()
     assert result.global_watermark == g
     for table in TABLES:
