@@ -395,6 +395,9 @@ class SchemaRegistry:
         command = [
             _java(21), "-Xms128m", "-Xmx512m",
             f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={self.port}",
+            # Quarkus' management interface (health, metrics; fixed at build time to be on) would listen on
+            # 0.0.0.0:9000: on every interface, and on a port a second registry cannot share.
+            f"-Dquarkus.management.host={HOST}", f"-Dquarkus.management.port={free_port()}",
             "-Dapicurio.storage.kind=sql", "-Dapicurio.storage.sql.kind=h2",
             "-Dquarkus.log.level=WARN", "-jar", str(self._home / "quarkus-run.jar"),
         ]  # fmt: skip

@@ -122,6 +122,10 @@ def local_session(
         .config("spark.default.parallelism", "2")
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.ui.enabled", "false")
+        # A local session talks to itself only: driver and block manager listen on loopback, not on
+        # every interface of the machine.
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
