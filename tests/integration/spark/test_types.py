@@ -40,12 +40,14 @@ CREATE = """CREATE TABLE `app`.`types` (
 ZONE = "America/New_York"
 NY = ZoneInfo(ZONE)
 MAX_D65 = Decimal("9" * 35 + "." + "9" * 30)
+# From text: negating MAX_D65 would round it to Python's 28-digit default context (-1E+35, out of range).
+MIN_D65 = Decimal("-" + "9" * 35 + "." + "9" * 30)
 
 ROWS = [
     {  # minimum values
         "id": 1, "ti": -128, "tiu": 0, "si": -32768, "siu": 0, "mi": -8388608, "miu": 0,
         "i": -2147483648, "iu": 0, "bi": -9223372036854775808, "biu": 0,
-        "d65": -MAX_D65, "d": Decimal("-999999.9999"), "f": -3.4028234663852886e38,
+        "d65": MIN_D65, "d": Decimal("-999999.9999"), "f": -3.4028234663852886e38,
         "db": -1.7976931348623157e308,
         "c": "", "vc": "", "tx": "", "b": bytes(4), "vb": b"", "bl": b"",
         "dt": date(1000, 1, 1), "dtm": datetime(1000, 1, 1, 0, 0, 0),
