@@ -41,3 +41,7 @@ class OrderingError(IngestError):
 
 class TooManyBadRecords(IngestError):
     """The share of quarantined records in a batch is above max_bad_ratio; progress is not moved."""
+
+
+class RegistryUnavailable(IngestError):
+    """The schema registry did not answer within the retry budget; nothing was applied."""
