@@ -121,8 +121,27 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--protocol",
         default="canal-json",
-        choices=["canal-json", "simple"],
-        help="the changefeed's protocol; Canal-JSON needs enable-tidb-extension=true",
+        choices=["canal-json", "simple", "avro"],
+        help="the changefeed's protocol; Canal-JSON needs enable-tidb-extension=true; avro needs "
+        "--schema-registry and gives per-key convergence only (see the README)",
+    )
+    run.add_argument(
+        "--schema-registry",
+        default=None,
+        help="--protocol avro: the Confluent-compatible schema registry the changefeed registers with",
+    )
+    run.add_argument(
+        "--schema-registry-timeout",
+        default=None,
+        help="seconds the registry may stay unreachable (retried with backoff) before the run stops "
+        "(default: 60)",
+    )
+    run.add_argument(
+        "--missing-extension",
+        default=None,
+        choices=["fail", "offset-order"],
+        help="Canal-JSON without enable-tidb-extension: fail (default), or apply it best effort in offset "
+        "order (per-key convergence, see the README)",
     )
     run.add_argument(
         "--simple-encoding",

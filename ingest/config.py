@@ -21,6 +21,7 @@ class Protocol(Enum):
 
     CANAL_JSON = "canal-json"
     SIMPLE = "simple"
+    AVRO = "avro"  # TiCDC Avro, Confluent wire format with a schema registry: per-key convergence only
 
 
 class SimpleEncoding(Enum):
@@ -72,6 +73,13 @@ class UnknownDdlPolicy(Enum):
 
     FAIL = "fail"  # stop before it, progress not moved
     SKIP = "skip"  # record it in the DDL history as skipped and go on
+
+
+class MissingExtensionPolicy(Enum):
+    """What Canal-JSON without ``enable-tidb-extension`` (no commitTs, no watermarks) does to the run."""
+
+    FAIL = "fail"  # stop at once: nothing can be ordered or deduplicated exactly
+    OFFSET_ORDER = "offset-order"  # best effort: apply in offset order, commit time from "es" (ms)
 
 
 STATE_DIR_NAME = "_ingest"
@@ -239,6 +247,9 @@ class IngestConfig:
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     type_change: TypeChangePolicy = TypeChangePolicy.FAIL
     input_format: InputFormat = InputFormat.AUTO
+    schema_registry: str | None = None
+    schema_registry_timeout: float = 60.0
+    missing_extension: MissingExtensionPolicy = MissingExtensionPolicy.FAIL
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
 
@@ -273,12 +284,39 @@ class IngestConfig:
                 "input-format: the storage-sink layout is read for --protocol canal-json only; "
                 f"got protocol {self.protocol.value}"
             )
+        self._check_protocol_options()
         # Delta's SQL (delta.`path`) takes absolute paths only: a relative local path is read against the
         # working directory here, once, instead of failing at the first ALTER TABLE.
         object.__setattr__(self, "target_path", absolute_local_path(self.target_path))
         if not self.state_path:
             object.__setattr__(self, "state_path", self.target_path.rstrip("/") + "/" + STATE_DIR_NAME)
         object.__setattr__(self, "state_path", absolute_local_path(self.state_path))
+
+    def _check_protocol_options(self) -> None:
+        avro = self.protocol is Protocol.AVRO
+        if avro and not self.schema_registry:
+            raise ConfigError(
+                "schema-registry: --protocol avro needs the URL of the changefeed's Confluent-compatible "
+                "schema registry (its schema-registry option), e.g. --schema-registry http://registry:8081"
+            )
+        if not avro and self.schema_registry:
+            raise ConfigError(
+                "schema-registry applies to --protocol avro only; remove it or set the protocol"
+            )
+        if avro and self.compression is not Compression.NONE:
+            raise ConfigError("compression: TiCDC does not compress Avro messages; remove --compression")
+        if avro and self.claim_check_path:
+            raise ConfigError("claim-check-path: TiCDC Avro has no claim-check; remove --claim-check-path")
+        if (
+            self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER
+            and self.protocol is not Protocol.CANAL_JSON
+        ):
+            raise ConfigError("missing-extension applies to --protocol canal-json only; remove it")
+        if self.schema_registry_timeout <= 0:
+            raise ConfigError(
+                "schema-registry-timeout must be a positive number of seconds, "
+                f"got {self.schema_registry_timeout}"
+            )
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> IngestConfig:
@@ -291,7 +329,8 @@ class IngestConfig:
             "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
             "unknown-ddl", "type-change", "simple-encoding", "compression", "claim-check-path",
-            "claim-check-raw-value", "input-format",
+            "claim-check-raw-value", "input-format", "schema-registry", "schema-registry-timeout",
+            "missing-extension",
         }  # fmt: skip
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
         options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
@@ -320,6 +359,13 @@ class IngestConfig:
             ratio = float(ratio_text)
         except ValueError as exc:
             raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
+        timeout_text = normalized.get("schema-registry-timeout", "60")
+        try:
+            registry_timeout = float(timeout_text)
+        except ValueError as exc:
+            raise ConfigError(
+                f"schema-registry-timeout: {timeout_text!r} is not a number of seconds"
+            ) from exc
         partitions = normalized.get("partitions")
         kafka_given = sorted((set(normalized) & _KAFKA_KEYS) | set(options))
         if source is not SourceKind.KAFKA and kafka_given:
@@ -346,6 +392,19 @@ class IngestConfig:
             type_change=type_change,
             kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
             input_format=input_format,
+            schema_registry=normalized.get("schema-registry") or None,
+            schema_registry_timeout=registry_timeout,
+            missing_extension=_choice(
+                normalized, "missing-extension", MissingExtensionPolicy, MissingExtensionPolicy.FAIL
+            ),
+        )
+
+    @property
+    def offset_order(self) -> bool:
+        """Canal-JSON without the TiDB extension, applied best effort in offset order (opted into)."""
+        return (
+            self.protocol is Protocol.CANAL_JSON
+            and self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER
         )
 
     @property

@@ -22,7 +22,16 @@ from ingest import buffer, ddl_history, order, progress, quarantine, schema_cach
 from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
-from ingest.apply.merge import BAD_COLUMN, apply_merge, key_bounds, net_effect, normalize, segment_rows
+from ingest.apply.merge import (
+    BAD_COLUMN,
+    apply_merge,
+    converge_effect,
+    key_bounds,
+    net_effect,
+    normalize,
+    segment_rows,
+    with_defaults,
+)
 from ingest.config import (
     DropTablePolicy,
     IngestConfig,
@@ -106,6 +115,7 @@ class BatchResult:
     decoded: dict[TableId, int] = field(default_factory=dict)  # DML rows and DDLs read, per table
     lag_seconds: float | None = None  # now minus G's physical time, when the batch finished
     batch_id: int | None = None  # Spark's micro-batch id, for a Kafka stream
+    offset_order: bool = False  # TiCDC Avro: applied in offset order, there is no G
 
     def describe(self) -> str:
         g = (
@@ -113,6 +123,8 @@ class BatchResult:
             if self.global_watermark
             else "G = 0 (some partition has no watermark yet)"
         )
+        if self.offset_order:
+            g = "applied in offset order (no watermarks)"
         lag = f", lag {self.lag_seconds:.1f}s" if self.lag_seconds is not None else ""
         return (
             f"run {self.run_id}: {self.records} records ({self.bytes} bytes), {g}{lag}, "
@@ -180,6 +192,10 @@ def process_batch(
     spark: SparkSession, messages: DataFrame, config: IngestConfig, committed: progress.Progress
 ) -> BatchResult:
     """Decode, order, plan and apply one batch, then commit progress. Raises before progress moves."""
+    if config.protocol is Protocol.AVRO:
+        from ingest import converge  # imports this module: its batches share the checks and reports
+
+        return converge.process_batch(spark, messages, config, committed)
     started = time.monotonic()
     run_id = committed.run_id + 1
     buffered = buffer.read_buffer(spark, config.state_path, config.stream_id)
@@ -195,7 +211,12 @@ def process_batch(
 def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> DataFrame:
     simple = config.protocol is Protocol.SIMPLE
     simple_avro = simple and config.simple_encoding is SimpleEncoding.AVRO
-    decoder = decode_simple_json if simple else decode_canal_json
+
+    def decoder(frame: DataFrame) -> DataFrame:
+        if simple:
+            return decode_simple_json(frame)
+        return decode_canal_json(frame, offset_order=config.offset_order)
+
     prepared = prepare_payload(messages, config.compression, simple_avro=simple_avro)
     decoded = decoder(prepared)
     if config.claim_check_path is None:
@@ -229,17 +250,9 @@ def _process(
     _stop_on_fatal(decoded, config.protocol)
     ranges = _partition_ranges(decoded)
     records = sum(r.records for r in ranges.values())
-    _check_partitions(config, ranges, committed)
+    _check_partitions(config, ranges, committed, check_late=not config.offset_order)
     bad = sum(r.bad for r in ranges.values())
-    if bad:
-        quarantine.write(
-            spark,
-            config.state_path,
-            decoded.where(F.col("kind") == KIND_BAD),
-            error_class=DecodeError.__name__,
-            run_id=run_id,
-        )
-        logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
+    quarantine_undecodable(spark, config, decoded, bad, run_id)
     _check_bad_ratio(config, bad, records)
 
     ddls, watermarks, announced = _control_events(decoded, config.protocol)
@@ -254,13 +267,18 @@ def _process(
     )
     g = order.global_watermark(watermark_by_partition, partition_set)
     missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
-    if missing:
+    if missing and not config.offset_order:
         logger.warning(
             "no watermark yet on partition(s) %s: nothing is applied until each has one", ", ".join(missing)
         )
 
     dml = decoded.where(F.col("kind") == KIND_DML)
     signatures = _simple_signatures(dml) if config.protocol is Protocol.SIMPLE else _signatures(dml)
+    if config.offset_order:
+        # No watermarks: everything read is applied now, up to the newest commit time seen (never back).
+        g = max(
+            [committed.global_watermark, *(s.max_commit_ts for s in signatures), *(d.commit_ts for d in ddls)]
+        )
     # Simple rows whose schema version no BOOTSTRAP or DDL has announced yet wait, and hold their table's
     # apply bound just below the first of them: nothing after them may be applied before them.
     parked = _parked(signatures, schemas)
@@ -344,6 +362,22 @@ def _process(
     return result
 
 
+def quarantine_undecodable(
+    spark: SparkSession, config: IngestConfig, decoded: DataFrame, bad: int, run_id: int
+) -> None:
+    """Keep every record the decoder rejected, with its bytes and position, before anything is applied."""
+    if not bad:
+        return
+    quarantine.write(
+        spark,
+        config.state_path,
+        decoded.where(F.col("kind") == KIND_BAD),
+        error_class=DecodeError.__name__,
+        run_id=run_id,
+    )
+    logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
+
+
 def _stop_on_fatal(decoded: DataFrame, protocol: Protocol) -> None:
     fatal = decoded.where(F.col("kind") == KIND_FATAL).select("topic", "partition", "offset", "error").first()
     if fatal is not None:
@@ -394,7 +428,10 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
 
 
 def _check_partitions(
-    config: IngestConfig, ranges: dict[PartitionId, _PartitionRead], committed: progress.Progress
+    config: IngestConfig,
+    ranges: dict[PartitionId, _PartitionRead],
+    committed: progress.Progress,
+    check_late: bool = True,
 ) -> None:
     seen = {p for p in ranges if p != NO_PARTITION}
     if config.partitions is not None:
@@ -405,6 +442,8 @@ def _check_partitions(
                 "list every partition TiCDC writes to, or G cannot be computed"
             )
         return
+    if not check_late:
+        return  # offset order places late rows by the MERGE guard, not by G
     # Discovered partition set: a partition seen for the first time after rows were applied up to G
     # without it may hold changes at or below that G, which A_T would now drop. Never let that pass.
     known = set(committed.resume) | set(committed.watermarks)
@@ -598,6 +637,11 @@ def _apply_table(
     """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound)."""
     path = config.table_path(table.schema, table.table)
     state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    applied_before = state.applied_ts
+    if config.offset_order:
+        # Best effort: a row older than what the table already holds may be new (its partition lagged);
+        # it is admitted, and the MERGE guard keeps newer rows. Only DDLs are deduplicated, by D_T.
+        state = replace(state, applied_ts=0)
     seen: set[tuple[int, str]] = set()
     admitted: list[DdlEvent] = []
     for ddl in sorted(ddls, key=lambda d: (d.commit_ts, d.position.offset)):
@@ -614,6 +658,8 @@ def _apply_table(
         else:
             state = _apply_segment(spark, config, path, step, dml, mine, state, run_id, report, schemas)
         report.applied_ts = state.applied_ts
+    state = replace(state, applied_ts=max(state.applied_ts, applied_before))
+    report.applied_ts = state.applied_ts
     if config.table_name_template and apply_schema.table_exists(spark, path):
         name = config.catalog_name(table.schema, table.table)
         if name:
@@ -773,6 +819,8 @@ def _apply_segment(
         else:
             _create_from_dml(spark, path, table, in_range, state, run_id)
     rows = segment_rows(dml, segment)
+    if config.offset_order:
+        rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
     if not simple:
         # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
         _add_columns_seen_in_dml(spark, config, path, table, in_range, rows, state, run_id)
@@ -801,7 +849,12 @@ def _apply_segment(
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
             report.quarantined += bad_count
         columns = [f.name for f in schema.fields]
-        source = net_effect(changes, key, columns)
+        # Offset order: commit times are milliseconds, not TSOs, so a key's last change by offset wins.
+        source = (
+            converge_effect(changes, key, columns)
+            if config.offset_order
+            else net_effect(changes, key, columns)
+        )
         applied = replace(state, applied_ts=max(state.applied_ts, segment.applied_ts))
         metadata = state_to_metadata(applied, run_id=run_id, step=f"merge ({segment.low}, {segment.high}]")
         result = apply_merge(
@@ -811,8 +864,10 @@ def _apply_segment(
             key,
             columns,
             metadata,
-            (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
+            # A transaction id would skip a later segment ending at the same commit time (offset order).
+            None if config.offset_order else (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
             bounds,
+            by_offset=config.offset_order,
         )
     finally:
         changes.unpersist()

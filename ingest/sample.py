@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import struct
 import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import fastavro
 import orjson
 
 from ingest.decode import canal_json as cj
@@ -248,6 +250,92 @@ def _datetime_text(moment: datetime, fsp: int) -> str:
     return text
 
 
+# -- TiCDC Avro (Confluent wire format, ticdc-protocols.md §4) ------------------------------------------
+_AVRO_SMALL_INTS = (ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT)
+
+
+def ticdc_avro_type(column_type: ColumnType) -> dict[str, Any]:
+    """The Avro type TiCDC writes for a column (§4.5): the primitive plus ``connect.parameters``."""
+    kind, unsigned = column_type.kind, column_type.unsigned
+    parameters: dict[str, str]
+    if kind in _AVRO_SMALL_INTS or (kind is ColumnKind.INT and not unsigned):
+        primitive, parameters = "int", {"tidb_type": "INT UNSIGNED" if unsigned else "INT"}
+    elif kind is ColumnKind.INT:
+        primitive, parameters = "long", {"tidb_type": "INT UNSIGNED"}
+    elif kind is ColumnKind.BIGINT:
+        primitive, parameters = "long", {"tidb_type": "BIGINT UNSIGNED" if unsigned else "BIGINT"}
+    elif kind is ColumnKind.DECIMAL:
+        return {
+            "type": "bytes", "logicalType": "decimal", "precision": column_type.precision or 10,
+            "scale": column_type.scale or 0, "connect.parameters": {"tidb_type": "DECIMAL"},
+        }  # fmt: skip
+    elif kind in (ColumnKind.FLOAT, ColumnKind.DOUBLE):
+        primitive, parameters = kind.value, {"tidb_type": kind.value.upper()}
+    elif kind in (ColumnKind.CHAR, ColumnKind.VARCHAR, ColumnKind.TEXT):
+        primitive, parameters = "string", {"tidb_type": "TEXT"}
+    elif kind in (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB):
+        primitive, parameters = "bytes", {"tidb_type": "BLOB"}
+    elif kind in (ColumnKind.ENUM, ColumnKind.SET):
+        allowed = ",".join(e.replace(",", "\\,") for e in column_type.elements)
+        primitive, parameters = "string", {"tidb_type": kind.value.upper(), "allowed": allowed}
+    elif kind is ColumnKind.BIT:
+        primitive, parameters = "bytes", {"tidb_type": "BIT", "length": str(column_type.length or 1)}
+    elif kind is ColumnKind.YEAR:
+        primitive, parameters = "int", {"tidb_type": "YEAR"}
+    elif kind is ColumnKind.VECTOR:
+        primitive, parameters = "string", {"tidb_type": "TiDBVECTORFloat32"}
+    else:  # DATE, DATETIME, TIMESTAMP, TIME, JSON: text
+        primitive, parameters = "string", {"tidb_type": kind.value.upper()}
+    return {"type": primitive, "connect.parameters": parameters}
+
+
+def ticdc_avro_value(value: Any, column_type: ColumnType, tz: ZoneInfo) -> Any:
+    """A Python value as TiCDC's Avro encoder writes it (§4.5)."""
+    if value is None:
+        return None
+    kind = column_type.kind
+    if kind is ColumnKind.BIGINT and column_type.unsigned:
+        number = int(value)
+        return number - (1 << 64) if number >= 1 << 63 else number  # "long" mode wraps
+    if kind is ColumnKind.BIT:
+        number = int(value)
+        return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+    if kind in (*_AVRO_SMALL_INTS, ColumnKind.INT, ColumnKind.BIGINT, ColumnKind.YEAR):
+        return int(value)
+    if kind is ColumnKind.DECIMAL:
+        return Decimal(value)
+    if kind in (ColumnKind.FLOAT, ColumnKind.DOUBLE):
+        return float(value)
+    if kind in (ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB):
+        return bytes(value)
+    if kind is ColumnKind.SET and isinstance(value, str):
+        members = set(value.split(","))
+        return ",".join(e for e in column_type.elements if e in members)
+    if kind is ColumnKind.ENUM:
+        return str(value)
+    return wire_text(value, column_type, tz)
+
+
+def _avro_default(value: Any, column_type: ColumnType, tz: ZoneInfo) -> Any:
+    """A column DEFAULT as an Avro field default (bytes are written as latin-1 text, per the Avro spec)."""
+    encoded = ticdc_avro_value(value, column_type, tz)
+    if isinstance(encoded, bytes):
+        return encoded.decode("latin-1")
+    return encoded
+
+
+def confluent_frame(schema_id: int, schema: Any, datum: Mapping[str, Any]) -> bytes:
+    """Magic byte 0, the 4-byte big-endian schema id, then the Avro binary body."""
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), dict(datum))
+    return b"\x00" + schema_id.to_bytes(4, "big") + body.getvalue()
+
+
+def ticdc_avro_subject(topic: str, part: str) -> str:
+    """TiCDC's subject: the topic with every dot made an underscore, then ``-key``/``-value`` (§4.2)."""
+    return f"{topic.replace('.', '_')}-{part}"
+
+
 @dataclass
 class _Table:
     schema: TableSchema
@@ -257,6 +345,8 @@ class _Table:
     reshaped: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     # Every type a column name ever had (DROP keeps it here, for questions about the past).
     types_ever: dict[str, ColumnType] = field(default_factory=dict)
+    # DEFAULTs of columns added with one (TiCDC Avro puts them in the writer schema).
+    defaults: dict[str, Any] = field(default_factory=dict)
 
     def key_of(self, row: Mapping[str, Any]) -> Key:
         return tuple(row[k] for k in self.schema.key)
@@ -311,7 +401,7 @@ class Stream:
     _changes: list[_Change] = field(default_factory=list)
     _clock_ms: int = 0
     _announced: dict[int, int] = field(default_factory=dict)
-    protocol: str = "canal-json"  # or "simple"
+    protocol: str = "canal-json"  # or "simple", or "avro" (TiCDC Avro: one topic per table)
     encoding: str = "json"  # Simple only: "json" or "avro"
     compression: Compression = Compression.NONE
     # Claim-check: where TiCDC writes the full messages of rows sent with large=True (§1.8).
@@ -320,6 +410,9 @@ class Stream:
     _large: bool = False
     _versions: dict[TableId, int] = field(default_factory=dict)
     _bootstrapped: set[TableId] = field(default_factory=set)
+    # TiCDC Avro: registers a schema under a subject and returns its id (a schema registry's POST).
+    register: Callable[[str, str], int] | None = None
+    _registered: dict[tuple[str, str], int] = field(default_factory=dict)
 
     # -- time -------------------------------------------------------------------------------------------
     def tso(self, seconds: float) -> int:
@@ -327,14 +420,20 @@ class Stream:
         return tso_from_datetime(self.start + timedelta(seconds=seconds))
 
     # -- raw records ------------------------------------------------------------------------------------
-    def append_raw(self, partition: int, value: bytes | None, key: bytes | None = None) -> int:
-        """Append one record to a partition; returns its offset."""
-        offset = self._offsets.get(partition, 0)
-        self._offsets[partition] = offset + 1
+    def append_raw(
+        self, partition: int, value: bytes | None, key: bytes | None = None, topic: str | None = None
+    ) -> int:
+        """Append one record to a partition (of the stream's topic, unless given); returns its offset."""
+        topic = topic or self.topic
+        offset = (
+            self._offsets.get(partition, 0) if topic == self.topic else self._topic_offset(topic, partition)
+        )
+        if topic == self.topic:
+            self._offsets[partition] = offset + 1
         self._clock_ms += 7
         self.records.append(
             {
-                "topic": self.topic,
+                "topic": topic,
                 "partition": partition,
                 "offset": offset,
                 "timestamp": int(self.start.timestamp() * 1000) + self._clock_ms,
@@ -351,14 +450,21 @@ class Stream:
             value = orjson.dumps(message)
         return self.append_raw(partition, compress(value, self.compression))
 
-    def replay(self, partition: int, first_offset: int, last_offset: int) -> None:
+    def _topic_offset(self, topic: str, partition: int) -> int:
+        return sum(1 for r in self.records if r["topic"] == topic and r["partition"] == partition)
+
+    def replay(self, partition: int, first_offset: int, last_offset: int, topic: str | None = None) -> None:
         """Re-send records of a partition (TiCDC at-least-once), at new offsets."""
+        topic = topic or self.topic
         again = [
             r for r in self.records
-            if r["partition"] == partition and first_offset <= r["offset"] <= last_offset
+            if (r["topic"], r["partition"]) == (topic, partition)
+            and first_offset <= r["offset"] <= last_offset
         ]  # fmt: skip
         for record in again:
-            self.append_raw(partition, base64.b64decode(record["value"]) if record["value"] else None)
+            value = base64.b64decode(record["value"]) if record["value"] else None
+            key = base64.b64decode(record["key"]) if record["key"] else None
+            self.append_raw(partition, value, key, topic)
 
     # -- DDL ---------------------------------------------------------------------------------------------
     def ddl(
@@ -393,6 +499,8 @@ class Stream:
     ) -> None:
         if change is not None:
             change()
+        if self.protocol == "avro":
+            return  # Avro carries no DDL: the next row's writer schema shows the change (§4.7)
         if self.protocol != "simple":
             self.append_message(
                 0, self._envelope(table.schema, table.table, ddl_type, ts, sql=sql, is_ddl=True)
@@ -452,6 +560,8 @@ class Stream:
             column_type = parse_mysql_type(type_text)
             entry.columns[name] = column_type
             entry.added_at[name] = ts
+            if default is not None:
+                entry.defaults[name] = default
             entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
             entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
 
@@ -567,6 +677,8 @@ class Stream:
     def watermark(self, ts: int, partitions: Sequence[int] | None = None) -> None:
         for p in range(self.partitions) if partitions is None else partitions:
             self._announced[p] = max(self._announced.get(p, 0), ts)
+            if self.protocol == "avro":
+                continue  # production Avro has no watermarks (§4.8)
             message: dict[str, Any] = {
                 "id": 0, "database": "", "table": "", "pkNames": None, "isDdl": False,
                 "type": cj.TYPE_WATERMARK, "es": ts >> 18, "ts": (ts >> 18) + 5, "sql": "", "sqlType": None,
@@ -669,6 +781,9 @@ class Stream:
         if self.protocol == "simple":
             self._emit_simple(table, typ, data, old, ts, partition)
             return
+        if self.protocol == "avro":
+            self._emit_avro(table, typ, data, ts, partition)
+            return
         message = self._envelope(table.schema, table.table, typ, ts)
         message.update(
             pkNames=list(entry.schema.key),
@@ -750,6 +865,63 @@ class Stream:
             if old is not None:
                 message["old"] = image(old)
         self._send(partition, message, self._tables[table].schema.key)
+
+    def avro_topic(self, table: TableId) -> str:
+        """TiCDC Avro needs a topic per table (a topic rule with {schema} and {table})."""
+        return f"{self.topic}_{table.schema}_{table.table}"
+
+    def avro_schemas(self, table: TableId) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The key and value writer schemas TiCDC registers for a table as it is now (§4.3-4.4, §4.6)."""
+        entry = self._tables[table]
+        tz = ZoneInfo(self.tz_name)
+
+        def field_of(column: Column, in_key: bool) -> dict[str, Any]:
+            avro = ticdc_avro_type(entry.columns[column.name])
+            name = column.name
+            default = entry.defaults.get(name)
+            if in_key or (not column.nullable and default is None):
+                return {"name": name, "type": avro}
+            if default is None or avro.get("logicalType") == "decimal":
+                return {"name": name, "type": ["null", avro], "default": None}
+            return {"name": name, "type": [avro, "null"],
+                    "default": _avro_default(default, entry.columns[name], tz)}  # fmt: skip
+
+        base = {"type": "record", "name": table.table, "namespace": f"default.{table.schema}"}
+        key_fields = [field_of(c, True) for c in entry.schema.columns if c.name in entry.schema.key]
+        value_fields = [field_of(c, c.name in entry.schema.key) for c in entry.schema.columns]
+        value_fields += [
+            {"name": "_tidb_op", "type": "string", "default": ""},
+            {"name": "_tidb_commit_ts", "type": "long", "default": 0},
+            {"name": "_tidb_commit_physical_time", "type": "long", "default": 0},
+        ]
+        return {**base, "fields": key_fields}, {**base, "fields": value_fields}
+
+    def _schema_id(self, subject: str, schema: Mapping[str, Any]) -> int:
+        assert self.register is not None, 'protocol "avro" needs register= (a schema registry)'
+        text = orjson.dumps(schema).decode()
+        if (subject, text) not in self._registered:
+            self._registered[(subject, text)] = self.register(subject, text)
+        return self._registered[(subject, text)]
+
+    def _emit_avro(self, table: TableId, typ: str, data: Row, ts: int, partition: int) -> None:
+        entry = self._tables[table]
+        tz = ZoneInfo(self.tz_name)
+        topic = self.avro_topic(table)
+        key_schema, value_schema = self.avro_schemas(table)
+        key_id = self._schema_id(ticdc_avro_subject(topic, "key"), key_schema)
+        key_datum = {k: ticdc_avro_value(data.get(k), entry.columns[k], tz) for k in entry.schema.key}
+        key = confluent_frame(key_id, key_schema, key_datum)
+        if typ == cj.TYPE_DELETE:
+            self.append_raw(partition, None, key, topic)  # a tombstone: no commitTs, no op (§4.1)
+            return
+        value_id = self._schema_id(ticdc_avro_subject(topic, "value"), value_schema)
+        datum = {n: ticdc_avro_value(data.get(n), entry.columns[n], tz) for n in entry.columns}
+        datum.update(
+            _tidb_op="u" if typ == cj.TYPE_UPDATE else "c",
+            _tidb_commit_ts=ts,
+            _tidb_commit_physical_time=ts >> 18,
+        )
+        self.append_raw(partition, confluent_frame(value_id, value_schema, datum), key, topic)
 
     def _dispatch(self, table: TableId, key: Key) -> int:
         digest = hashlib.md5(repr((table.schema, table.table, key)).encode()).digest()

@@ -19,8 +19,9 @@ from pyspark.sql import types as T
 
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
+from ingest.decode import ticdc_avro as ta
 from ingest.decode.compression import Compression, decompress
-from ingest.model import MESSAGE_COLUMNS
+from ingest.model import MESSAGE_COLUMNS, TSO_LOGICAL_BITS
 
 KIND_DML = "dml"
 KIND_DDL = "ddl"
@@ -42,6 +43,7 @@ ENVELOPE = T.StructType(
         T.StructField(cj.FIELD_PK_NAMES, T.ArrayType(T.StringType())),
         T.StructField(cj.FIELD_IS_DDL, T.BooleanType()),
         T.StructField(cj.FIELD_TYPE, T.StringType()),
+        T.StructField(cj.FIELD_ES, T.LongType()),
         T.StructField(cj.FIELD_SQL, T.StringType()),
         T.StructField(cj.FIELD_MYSQL_TYPE, T.MapType(T.StringType(), T.StringType())),
         T.StructField(cj.FIELD_DATA, _ROW),
@@ -181,8 +183,12 @@ def _read_objects(spark: SparkSession, base: str, names: list[str]) -> DataFrame
     return files.select(F.substring_index("path", "/", -1).alias("name"), "content")
 
 
-def decode_canal_json(messages: DataFrame) -> DataFrame:
-    """Prepared rows -> classified Canal-JSON events (one per message), positions and raw bytes kept."""
+def decode_canal_json(messages: DataFrame, offset_order: bool = False) -> DataFrame:
+    """Prepared rows -> classified Canal-JSON events (one per message), positions and raw bytes kept.
+
+    ``offset_order``: messages without the TiDB extension are accepted, with their commit time in ms
+    (``es``) as a stand-in commitTs (``es << 18``), for the best-effort offset-order mode.
+    """
     m = F.from_json(
         F.col(PAYLOAD).cast("string"),
         ENVELOPE,
@@ -195,7 +201,10 @@ def decode_canal_json(messages: DataFrame) -> DataFrame:
     typ = env[cj.FIELD_TYPE]
     is_dml = typ.isin(*cj.DML_TYPES) & ~is_ddl
     data = env[cj.FIELD_DATA]
-    kind, error = _classify(is_ddl, typ, is_dml, tidb, data, env)
+    commit_ts = tidb[cj.TIDB_COMMIT_TS]
+    if offset_order:
+        commit_ts = F.coalesce(commit_ts, F.shiftleft(env[cj.FIELD_ES], TSO_LOGICAL_BITS))
+    kind, error = _classify(is_ddl, typ, is_dml, tidb, data, env, commit_ts, offset_order)
     return parsed.select(
         *MESSAGE_COLUMNS,
         kind.alias("kind"),
@@ -203,9 +212,7 @@ def decode_canal_json(messages: DataFrame) -> DataFrame:
         env[cj.FIELD_DATABASE].alias("database"),
         env[cj.FIELD_TABLE].alias("table"),
         typ.alias("type"),
-        F.when(typ == cj.TYPE_WATERMARK, tidb[cj.TIDB_WATERMARK_TS])
-        .otherwise(tidb[cj.TIDB_COMMIT_TS])
-        .alias("commit_ts"),
+        F.when(typ == cj.TYPE_WATERMARK, tidb[cj.TIDB_WATERMARK_TS]).otherwise(commit_ts).alias("commit_ts"),
         env[cj.FIELD_SQL].alias("sql"),
         env[cj.FIELD_PK_NAMES].alias("pk_names"),
         env[cj.FIELD_MYSQL_TYPE].alias("mysql_type"),
@@ -233,17 +240,29 @@ def _framing_rules(env: Column) -> list[tuple[Column, str, str | Column]]:
 
 
 def _classify(
-    is_ddl: Column, typ: Column, is_dml: Column, tidb: Column, data: Column, env: Column
+    is_ddl: Column,
+    typ: Column,
+    is_dml: Column,
+    tidb: Column,
+    data: Column,
+    env: Column,
+    commit_ts: Column,
+    offset_order: bool,
 ) -> tuple[Column, Column]:
-    rules: list[tuple[Column, str, str | Column]] = [
-        *_framing_rules(env),
+    without_extension: list[tuple[Column, str, str | Column]] = [
         (
             (is_ddl | is_dml) & tidb.isNull(),
             KIND_FATAL,
             "message without _tidb: the changefeed must set enable-tidb-extension=true; nothing can be "
-            "ordered or deduplicated without commitTs and watermarks",
+            "ordered or deduplicated without commitTs and watermarks (--missing-extension offset-order "
+            "applies such a stream best effort, see the README)",
         ),
-        ((is_ddl | is_dml) & tidb[cj.TIDB_COMMIT_TS].isNull(), KIND_BAD, "_tidb.commitTs missing"),
+    ]
+    missing_ts = "neither _tidb.commitTs nor es" if offset_order else "_tidb.commitTs missing"
+    rules: list[tuple[Column, str, str | Column]] = [
+        *_framing_rules(env),
+        *([] if offset_order else without_extension),
+        ((is_ddl | is_dml) & commit_ts.isNull(), KIND_BAD, missing_ts),
         (is_ddl, KIND_DDL, ""),
         (
             (typ == cj.TYPE_WATERMARK) & tidb[cj.TIDB_WATERMARK_TS].isNull(),
@@ -373,3 +392,123 @@ def _fold_rules(rules: list[tuple[Column, str, str | Column]], typ: Column) -> t
         text = message if isinstance(message, Column) else F.lit(message or None).cast("string")
         error = F.when(condition, text).otherwise(error)
     return kind, error
+
+
+KEY_SCHEMA = "key_schema"
+
+
+def avro_schema_id(column: str) -> Column:
+    """The registry schema id of a Confluent-framed binary column (null when not framed so)."""
+    data = F.col(column)
+    framed = (F.length(data) >= ta.HEADER_BYTES) & (F.hex(F.substring(data, 1, 1)) == "00")
+    return F.when(framed, F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long"))
+
+
+def avro_schema_ids(messages: DataFrame) -> list[int]:
+    """The distinct key and value schema ids a batch names: the only thing the driver reads of it."""
+    ids = messages.select(F.explode(F.array(avro_schema_id("key"), avro_schema_id("value"))).alias("id"))
+    return sorted(int(r["id"]) for r in ids.where(F.col("id").isNotNull()).distinct().collect())
+
+
+_AVRO_DECODED = T.StructType(
+    [
+        T.StructField("kind", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("database", T.StringType()),
+        T.StructField("table", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("commit_ts", T.LongType()),
+        T.StructField("data", _MAP),
+        T.StructField("schema_version", T.LongType()),
+        T.StructField(KEY_SCHEMA, T.LongType()),
+    ]
+)
+
+
+def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> DataFrame:
+    """Kafka-shaped rows -> classified TiCDC Avro changes, in the JSON decoders' columns (+ ``key_schema``).
+
+    ``schemas``: the writer schema text of every id the batch names (None where the registry has none); it
+    travels to the executors with the function, so no executor calls the registry.
+    """
+    passed = [f for f in messages.schema.fields if f.name in MESSAGE_COLUMNS]
+    output = T.StructType([*passed, *_AVRO_DECODED.fields])
+
+    def decode(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        book = ta.schema_book(schemas)
+        arrow_types = {f.name: f for f in _arrow_fields()}
+        for batch in batches:
+            columns: dict[str, list[Any]] = {f.name: [] for f in _AVRO_DECODED.fields}
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            partitions = batch.column("partition").to_pylist()
+            for key, value, partition in zip(keys, values, partitions, strict=True):
+                row = _decode_avro_row(key, value, partition, book)
+                for name, item in zip(columns, row, strict=True):
+                    columns[name].append(item)
+            arrays = {name: batch.column(name) for name in (f.name for f in passed)}
+            for name, items in columns.items():
+                arrays[name] = pa.array(items, arrow_types[name].type)
+            yield pa.RecordBatch.from_pydict(arrays, schema=pa.schema([*batch.schema, *arrow_types.values()]))
+
+    decoded = messages.select(*[f.name for f in passed]).mapInArrow(decode, output)
+    return decoded.select(
+        *MESSAGE_COLUMNS,
+        "kind",
+        "error",
+        "database",
+        "table",
+        "type",
+        "commit_ts",
+        F.lit(None).cast("string").alias("sql"),
+        F.lit(None).cast(T.ArrayType(T.StringType())).alias("pk_names"),
+        F.lit(None).cast(_MAP).alias("mysql_type"),
+        "data",
+        F.lit(None).cast(_MAP).alias("old"),
+        "schema_version",
+        F.lit(None).cast("string").alias("table_schema"),
+        F.lit(None).cast("string").alias("pre_table_schema"),
+        F.lit(None).cast("string").alias(CLAIM_CHECK),
+        KEY_SCHEMA,
+    )
+
+
+def _arrow_fields() -> list[Any]:
+    import pyarrow as pa
+
+    text = pa.string()
+    return [
+        pa.field("kind", text),
+        pa.field("error", text),
+        pa.field("database", text),
+        pa.field("table", text),
+        pa.field("type", text),
+        pa.field("commit_ts", pa.int64()),
+        pa.field("data", pa.map_(text, text)),
+        pa.field("schema_version", pa.int64()),
+        pa.field(KEY_SCHEMA, pa.int64()),
+    ]
+
+
+def _decode_avro_row(
+    key: bytes | None, value: bytes | None, partition: int | None, book: ta.SchemaBook
+) -> tuple[Any, ...]:
+    if partition is None:
+        return (KIND_BAD, "not a captured Kafka record (topic/partition/offset missing)", *([None] * 7))
+    try:
+        change = ta.decode_record(key, value, book)
+    except ta.NotTicdcAvro as exc:
+        return (KIND_BAD, f"TiCDC Avro: {exc}", *([None] * 7))
+    return (
+        KIND_DML,
+        None,
+        change.table.schema,
+        change.table.table,
+        change.type,
+        change.commit_ts,
+        list(change.data.items()),
+        change.value_schema,
+        change.key_schema,
+    )

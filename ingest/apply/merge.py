@@ -132,6 +132,21 @@ def normalize(
     )
 
 
+def with_defaults(rows: DataFrame, defaults: dict[str, str]) -> DataFrame:
+    """Offset order: an upsert without a column (written before it was added) reads the column's DEFAULT.
+
+    Upstream, ADD COLUMN ... DEFAULT gave every existing row that value; a row image from before the DDL
+    that arrives after it is still such a row, and would otherwise set the column to NULL.
+    """
+    if not defaults:
+        return rows
+    pairs = F.create_map(*[x for name, text in defaults.items() for x in (F.lit(name), F.lit(text))])
+    data = F.col("data")
+    missing = F.map_filter(pairs, lambda k, _v: ~F.map_contains_key(data, k))
+    filled = F.when(F.col("type") != cj.TYPE_DELETE, F.map_concat(missing, data)).otherwise(data)
+    return rows.withColumn("data", filled)
+
+
 def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
     """R6: exactly one change per key, the greatest by (commit_ts, rank, offset)."""
     order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
@@ -139,6 +154,23 @@ def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> 
         F.col(RANK_COLUMN).desc(),
         F.col("partition").desc(),
         F.col("offset").desc(),
+    )
+    latest = (
+        changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
+    )
+    return latest.select(
+        *[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS_COLUMN), RANK_COLUMN
+    )
+
+
+def converge_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
+    """Offset order (TiCDC Avro): exactly one change per key, the last one read from its partition.
+
+    Key-affine dispatch puts every change of a key in one partition, where offsets follow commit order;
+    DELETEs (tombstones) have no commitTs, so the offset is the only order that covers them.
+    """
+    order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
+        F.col("partition").desc(), F.col("offset").desc(), F.col(RANK_COLUMN).desc()
     )
     latest = (
         changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
@@ -201,13 +233,18 @@ def apply_merge(
     key: tuple[str, ...],
     columns: list[str],
     metadata: str,
-    txn: tuple[str, int],
+    txn: tuple[str, int] | None,
     bounds: tuple[Any, Any] | None = None,
+    *,
+    by_offset: bool = False,
 ) -> MergeResult:
     """R7: MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change).
 
     ``bounds``: min and max of the source's first key column. Target rows outside them cannot match, so
     the condition says so, and Delta skips the files whose statistics lie outside.
+
+    ``by_offset`` (TiCDC Avro): a DELETE carries no commitTs and always deletes; an upsert still never
+    overwrites a row with a newer commitTs, and without commitTs (no TiDB extension) it always writes.
     """
     target = DeltaTable.forPath(spark, path).alias("t")
     condition = reduce(
@@ -217,11 +254,16 @@ def apply_merge(
         condition = condition & _col("t", key[0]).between(F.lit(bounds[0]), F.lit(bounds[1]))
     values: dict[str, str | Column] = {f"`{c}`": _col("s", c) for c in [*columns, COMMIT_TS_COLUMN]}
     s_ts, t_ts, rank = _col("s", COMMIT_TS_COLUMN), _col("t", COMMIT_TS_COLUMN), _col("s", RANK_COLUMN)
+    if by_offset:
+        newer_or_same = s_ts.isNull() | t_ts.isNull() | (t_ts <= s_ts)
+        delete_guard: Column = F.lit(True)
+    else:
+        newer_or_same, delete_guard = t_ts <= s_ts, t_ts < s_ts
     with committing(spark, metadata, txn):
         metrics = (
             target.merge(source.alias("s"), condition)
-            .whenMatchedUpdate(condition=(rank == RANK_UPSERT) & (t_ts <= s_ts), set=values)
-            .whenMatchedDelete(condition=(rank == RANK_DELETE) & (t_ts < s_ts))
+            .whenMatchedUpdate(condition=(rank == RANK_UPSERT) & newer_or_same, set=values)
+            .whenMatchedDelete(condition=(rank == RANK_DELETE) & delete_guard)
             .whenNotMatchedInsert(condition=rank == RANK_UPSERT, values=values)
             .execute()
         )

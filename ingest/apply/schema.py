@@ -127,6 +127,31 @@ def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone:
         if change.backfill is not None:
             value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
             DeltaTable.forPath(spark, path).update(set={change.column.name: value})
+            _set_column_defaults(
+                spark, path, {**column_defaults(spark, path), change.column.name: change.backfill}
+            )
+
+
+def column_defaults(spark: SparkSession, path: str) -> dict[str, str]:
+    """The DEFAULT (wire text) of each column added with one: what a row written before the ADD reads.
+
+    Only the offset-order modes need it: there a row committed before an ADD COLUMN can arrive after it.
+    """
+    text = get_property(spark, path, PROPERTY_COLUMN_DEFAULTS)
+    return dict(orjson.loads(text)) if text else {}
+
+
+def _set_column_defaults(spark: SparkSession, path: str, defaults: dict[str, str]) -> None:
+    """Within the caller's commit context."""
+    value = _sql_string(orjson.dumps(defaults).decode())
+    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{PROPERTY_COLUMN_DEFAULTS}' = {value})")
+
+
+def record_column_defaults(spark: SparkSession, path: str, defaults: dict[str, str], metadata: str) -> None:
+    """Record the defaults of columns a table was created with (TiCDC Avro: its writer schema's)."""
+    if defaults:
+        with committing(spark, metadata):
+            _set_column_defaults(spark, path, {**column_defaults(spark, path), **defaults})
 
 
 def truncate(spark: SparkSession, path: str, metadata: str) -> None:
@@ -156,8 +181,11 @@ def table_info(spark: SparkSession, path: str) -> TableInfo:
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
     """ALTER TABLE DROP COLUMN, if the column is there (column mapping makes it a metadata change)."""
     if name in table_info(spark, path).columns:
+        defaults = column_defaults(spark, path)
         with committing(spark, metadata):
             spark.sql(f"ALTER TABLE delta.{quote(path)} DROP COLUMN {quote(name)}")
+            if name in defaults:
+                _set_column_defaults(spark, path, {k: v for k, v in defaults.items() if k != name})
 
 
 def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: str) -> None:
@@ -165,8 +193,11 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
     info = table_info(spark, path)
     if old not in info.columns:
         return
+    defaults = column_defaults(spark, path)
     with committing(spark, metadata):
         spark.sql(f"ALTER TABLE delta.{quote(path)} RENAME COLUMN {quote(old)} TO {quote(new)}")
+        if old in defaults:
+            _set_column_defaults(spark, path, {(new if k == old else k): v for k, v in defaults.items()})
         if old in info.key:
             key = [new if k == old else k for k in info.key]
             spark.sql(
@@ -269,3 +300,17 @@ def copy_table(
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+PROPERTY_COLUMN_DEFAULTS = "ticdc.columnDefaults"
+
+
+def set_property(spark: SparkSession, path: str, name: str, value: str, metadata: str) -> None:
+    """Record one of our table properties (e.g. the writer schema a TiCDC Avro table follows)."""
+    with committing(spark, metadata):
+        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{name}' = {_sql_string(value)})")
+
+
+def get_property(spark: SparkSession, path: str, name: str) -> str | None:
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    return None if detail is None else detail["properties"].get(name)

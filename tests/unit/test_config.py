@@ -80,3 +80,13 @@ def test_a_relative_target_path_is_made_absolute_for_delta_sql(tmp_path, monkeyp
     assert config.table_path("db", "t") == str(tmp_path / "lakehouse" / "db" / "t")
     for uri in ("s3a://bucket/lake", "dbfs:/mnt/lake", "/abs/lake"):
         assert IngestConfig.from_params({"input": "in", "target-path": uri}).target_path == uri
+
+
+def test_missing_extension_is_a_canal_json_policy_that_defaults_to_fail():
+    base = {"input": "in", "target-path": "/lake"}
+    assert not IngestConfig.from_params(base).offset_order
+    assert IngestConfig.from_params({**base, "missing-extension": "offset-order"}).offset_order
+    with pytest.raises(ConfigError, match="missing-extension applies to --protocol canal-json only"):
+        IngestConfig.from_params({**base, "protocol": "simple", "missing-extension": "offset-order"})
+    with pytest.raises(ConfigError, match="missing-extension"):
+        IngestConfig.from_params({**base, "missing-extension": "sometimes"})

@@ -182,3 +182,38 @@ def test_simple_ddl_add_column_and_truncate_follow_upstream(spark, run, lake, pr
     s.watermark(s.tso(32))
     run(s, protocol=protocol, **{"simple-encoding": encoding})
     assert delta_rows(spark, str(lake), T) == expected_rows(s, T, s.tso(32))
+
+
+def without_extension(stream: Stream, partition: int | None = None) -> Stream:
+    """The same changefeed with enable-tidb-extension=false: no _tidb, no watermark messages.
+
+    ``partition``: keep only that partition's records (a consumer that has read one partition so far).
+    """
+    import base64
+
+    import orjson
+
+    copy = Stream(topic=stream.topic, partitions=stream.partitions, tz_name=stream.tz_name)
+    for record in stream.records:
+        message = orjson.loads(base64.b64decode(record["value"]))
+        if message["type"] == "TIDB_WATERMARK" or partition not in (None, record["partition"]):
+            continue
+        message.pop("_tidb")
+        copy.records.append({**record, "value": base64.b64encode(orjson.dumps(message)).decode()})
+    return copy
+
+
+def test_canal_json_without_the_extension_converges_in_offset_order_when_opted_into(spark, run, lake):
+    stream = build_sample()
+    end = stream.tso(100_000)  # after every change: offset order applies all it reads
+    params = {"missing-extension": "offset-order"}
+    with pytest.raises(ConfigError, match=r"missing-extension offset-order"):
+        run(without_extension(stream))
+
+    # Partition 0 first: its rows are applied without waiting for partition 1 (there are no watermarks).
+    first = run(without_extension(stream, partition=0), **params)
+    assert first.quarantined == 0 and sum(r.upserted for r in first.tables.values()) > 0
+    # Then everything: partition 1's rows are older than what the tables already hold, and still land.
+    run(without_extension(stream), **params)
+    for table in TABLES:
+        assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, end), table

@@ -1,0 +1,357 @@
+"""TiCDC Avro: one batch applied in offset order, for per-key convergence. Wiring (I/O).
+
+Avro has no watermarks, no DDL and no commitTs on deletes (consumer-semantics.md §8), so nothing here
+waits for completeness: every record read is applied in the same batch. Per key, the change read last
+from its partition wins; an upsert never overwrites a row that holds a newer commitTs; a tombstone
+always deletes. A key converges to upstream once TiCDC's last change of it is applied, and a batch that
+ends inside a TiCDC replay can show a key's older state until the replay's tail arrives. Tables change
+shape when the rows' writer schema changes (``plan.avro_schema``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest import ddl_history, progress, quarantine
+from ingest.apply import schema as apply_schema
+from ingest.apply.convert import BinaryText, column_type_of
+from ingest.apply.delta_commit import state_to_metadata
+from ingest.apply.merge import (
+    BAD_COLUMN,
+    apply_merge,
+    converge_effect,
+    key_bounds,
+    normalize,
+    with_defaults,
+)
+from ingest.config import IngestConfig, TypeChangePolicy
+from ingest.decode import ticdc_avro as ta
+from ingest.errors import SchemaChangeRejected
+from ingest.model import DdlEvent, Position, TableId, TableState, tso_to_datetime
+from ingest.pipeline import (
+    NO_PARTITION,
+    BatchResult,
+    TableReport,
+    _check_bad_ratio,
+    _check_partitions,
+    _partition_ranges,
+    lag_seconds,
+    quarantine_undecodable,
+)
+from ingest.plan import avro_schema as plan_avro
+from ingest.plan import schema as plan_schema
+from ingest.registry import SchemaRegistry
+from ingest.spark_decode import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_CHANGE = "AVRO WRITER SCHEMA"
+# The value writer schema a table's columns follow.
+PROPERTY_WRITER_SCHEMA = "ticdc.avroWriterSchema"
+
+
+@dataclass
+class _TableRead:
+    """What a batch holds of one table: the writer schemas its rows use, and where they were read."""
+
+    uses: list[plan_avro.SchemaUse]
+    rows: int
+    max_commit_ts: int
+    first: Position
+
+
+def process_batch(
+    spark: SparkSession, messages: DataFrame, config: IngestConfig, committed: progress.Progress
+) -> BatchResult:
+    """Decode and apply one batch of TiCDC Avro records, then commit progress."""
+    started = time.monotonic()
+    run_id = committed.run_id + 1
+    assert config.schema_registry is not None  # IngestConfig requires it for --protocol avro
+    registry = SchemaRegistry(config.schema_registry, budget_seconds=config.schema_registry_timeout)
+    texts = registry.schemas(avro_schema_ids(messages))
+    book = ta.schema_book(texts)
+    for schema_id, problem in sorted(book.problems.items()):
+        logger.warning(
+            "writer schema %d cannot be used: %s; its records go to quarantine", schema_id, problem
+        )
+    decoded = decode_ticdc_avro(messages, texts).persist()
+    try:
+        return _process(spark, decoded, config, committed, run_id, started, book)
+    finally:
+        decoded.unpersist()
+
+
+def _process(
+    spark: SparkSession,
+    decoded: DataFrame,
+    config: IngestConfig,
+    committed: progress.Progress,
+    run_id: int,
+    started: float,
+    book: ta.SchemaBook,
+) -> BatchResult:
+    ranges = _partition_ranges(decoded)
+    records = sum(r.records for r in ranges.values())
+    _check_partitions(config, ranges, committed)
+    bad = sum(r.bad for r in ranges.values())
+    quarantine_undecodable(spark, config, decoded, bad, run_id)
+    _check_bad_ratio(config, bad, records)
+
+    dml = decoded.where(F.col("kind") == KIND_DML)
+    reads = _table_reads(dml)
+    reports: dict[TableId, TableReport] = {}
+    states: dict[TableId, TableState] = dict(committed.tables)
+    conversion_bad = 0
+    for number, (table, read) in enumerate(sorted(reads.items()), start=1):
+        logger.info("run %d: table %d/%d: %s", run_id, number, len(reads), table)
+        report, state = _apply_table(spark, config, table, read, dml, book, committed, run_id)
+        reports[table], states[table] = report, state
+        conversion_bad += report.quarantined
+    _check_bad_ratio(config, bad + conversion_bad, records)
+
+    resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
+    progress.commit_progress(
+        spark,
+        config.state_path,
+        config.stream_id,
+        progress.Progress(run_id=run_id, resume=resume, tables=states),
+    )
+    newest = max((s.applied_ts for s in states.values()), default=0)
+    result = BatchResult(
+        run_id,
+        records,
+        0,
+        bad + conversion_bad,
+        reports,
+        time.monotonic() - started,
+        bytes=sum(r.bytes for r in ranges.values()),
+        decoded={t: r.rows for t, r in reads.items()},
+        lag_seconds=lag_seconds(newest),
+        offset_order=True,
+    )
+    for report in reports.values():
+        logger.info("run %d: %s", run_id, report.describe())
+    logger.info("%s", result.describe())
+    return result
+
+
+def _table_reads(dml: DataFrame) -> dict[TableId, _TableRead]:
+    """Per table and writer schema: the newest commitTs and offset, and the first position read."""
+    rows = (
+        dml.groupBy("database", "table", "schema_version", KEY_SCHEMA, "topic", "partition")
+        .agg(
+            F.max("commit_ts").alias("hi"),
+            F.max("offset").alias("last"),
+            F.min("offset").alias("first"),
+            F.count("*").alias("n"),
+        )
+        .collect()
+    )
+    reads: dict[TableId, _TableRead] = {}
+    for row in rows:
+        table = TableId(row["database"], row["table"])
+        hi = int(row["hi"] or 0)
+        first = Position(row["topic"], int(row["partition"]), int(row["first"]))
+        read = reads.setdefault(table, _TableRead([], 0, 0, first))
+        read.rows += int(row["n"])
+        read.max_commit_ts = max(read.max_commit_ts, hi)
+        if (first.partition, first.offset) < (read.first.partition, read.first.offset):
+            read.first = first
+        if row["schema_version"] is not None:  # tombstones name only a key schema
+            read.uses.append(
+                plan_avro.SchemaUse(
+                    int(row["schema_version"]),
+                    int(row[KEY_SCHEMA]),
+                    hi,
+                    int(row["last"]),
+                    int(row["partition"]),
+                )
+            )
+    return reads
+
+
+def _apply_table(
+    spark: SparkSession,
+    config: IngestConfig,
+    table: TableId,
+    read: _TableRead,
+    dml: DataFrame,
+    book: ta.SchemaBook,
+    committed: progress.Progress,
+    run_id: int,
+) -> tuple[TableReport, TableState]:
+    path = config.table_path(table.schema, table.table)
+    state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    report = TableReport(table, applied_ts=state.applied_ts)
+    exists = apply_schema.table_exists(spark, path)
+    latest = plan_avro.newest(read.uses) if read.uses else None
+    if latest is None and not exists:
+        logger.warning(
+            "%s: %d delete(s) for a table the mirror does not hold yet: nothing to delete", table, read.rows
+        )
+        return report, state
+    if latest is not None:
+        writer = book.schemas[latest.value_schema][0]
+        key = book.schemas[latest.key_schema][0].names
+        if not exists:
+            _create(spark, config, path, table, writer, key, latest, read, state, run_id)
+            report.ddls.append(f"create from writer schema {writer.id}")
+        elif latest.max_commit_ts >= state.applied_ts:
+            described = _evolve(spark, config, path, table, writer, key, latest, read, state, run_id)
+            if described:
+                report.ddls.append(described)
+
+    info = apply_schema.table_info(spark, path)
+    rows = dml.where((F.col("database") == table.schema) & (F.col("table") == table.table))
+    rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
+    changes = normalize(rows, info.schema, info.key, config.timezone, BinaryText.BASE64).persist()
+    try:
+        bad_count, bounds = key_bounds(changes, info.key)
+        if bad_count:
+            quarantine.write(
+                spark,
+                config.state_path,
+                changes.where(F.col(BAD_COLUMN) != "").select(
+                    "*",
+                    F.lit(table.schema).alias("database"),
+                    F.lit(table.table).alias("table"),
+                    F.col(BAD_COLUMN).alias("error"),
+                ),
+                error_class="ConversionError",
+                run_id=run_id,
+            )
+            logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
+            report.quarantined += bad_count
+        columns = [f.name for f in info.schema.fields]
+        applied = TableState(max(state.applied_ts, read.max_commit_ts), state.ddl_ts, state.ddl_ids)
+        result = apply_merge(
+            spark,
+            path,
+            converge_effect(changes, info.key, columns),
+            info.key,
+            columns,
+            state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),
+            None,
+            bounds,
+            by_offset=True,
+        )
+    finally:
+        changes.unpersist()
+    report.upserted, report.deleted, report.applied_ts = result.upserted, result.deleted, applied.applied_ts
+    logger.info(
+        "%s: merged %d change(s) in offset order: %d upserted, %d deleted; newest commitTs %d (%s)",
+        table,
+        read.rows,
+        result.upserted,
+        result.deleted,
+        applied.applied_ts,
+        tso_to_datetime(applied.applied_ts).isoformat() if applied.applied_ts else "none",
+    )
+    return report, applied
+
+
+def _event(table: TableId, use: plan_avro.SchemaUse, read: _TableRead, text: str) -> DdlEvent:
+    """A DDL history entry for a writer-schema change, placed at the newest row that shows it."""
+    position = Position(read.first.topic, use.partition, use.max_offset)
+    return DdlEvent(table, use.max_commit_ts, text, SCHEMA_CHANGE, position)
+
+
+def _create(
+    spark: SparkSession,
+    config: IngestConfig,
+    path: str,
+    table: TableId,
+    writer: ta.WriterSchema,
+    key: tuple[str, ...],
+    use: plan_avro.SchemaUse,
+    read: _TableRead,
+    state: TableState,
+    run_id: int,
+) -> None:
+    missing = [k for k in key if k not in writer.names]
+    if not key or missing:
+        raise SchemaChangeRejected(
+            f"{table}: key schema {use.key_schema} names {list(key)}, which writer schema {writer.id} "
+            "does not hold all of; the mirror cannot merge on it"
+        )
+    apply_schema.create_table(
+        spark,
+        path,
+        table,
+        writer.table_schema(key),
+        state_to_metadata(state, run_id=run_id, step="create", consistent=False),
+    )
+    metadata = state_to_metadata(state, run_id=run_id, step=f"writer schema {writer.id}", consistent=False)
+    apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
+    # Rows of older writer schemas may lack columns this one has: they read the field defaults.
+    defaults = {c.column.name: c.backfill for c in writer.columns if c.backfill is not None}
+    apply_schema.record_column_defaults(spark, path, defaults, metadata)
+    sql = f"-- created from writer schema {writer.id} (key schema {use.key_schema})"
+    after = apply_schema.table_info(spark, path).schema.simpleString()
+    ddl_history.record(
+        spark, config.state_path, table=table, ddl=_event(table, use, read, sql), action=ddl_history.APPLIED,
+        detail="CreateTable", schema_before=None, schema_after=after, run_id=run_id,
+    )  # fmt: skip
+
+
+def _evolve(
+    spark: SparkSession,
+    config: IngestConfig,
+    path: str,
+    table: TableId,
+    writer: ta.WriterSchema,
+    key: tuple[str, ...],
+    use: plan_avro.SchemaUse,
+    read: _TableRead,
+    state: TableState,
+    run_id: int,
+) -> str:
+    """Bring the table to the newest writer schema; returns what changed ("" for nothing)."""
+    if apply_schema.get_property(spark, path, PROPERTY_WRITER_SCHEMA) == str(writer.id):
+        return ""
+    info = apply_schema.table_info(spark, path)
+    current = [(f.name, column_type_of(f)) for f in info.schema.fields]
+    changes = plan_avro.plan_evolution(table, current, info.key, writer, key)
+    metadata = state_to_metadata(state, run_id=run_id, step=f"writer schema {writer.id}", consistent=False)
+    if not changes:  # e.g. only a column comment changed upstream: nothing to do but follow the new id
+        apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
+        return ""
+    text = f"-- writer schema {writer.id}: {plan_avro.describe(changes)}"
+    event = _event(table, use, read, text)
+    before = info.schema.simpleString()
+    for change in changes:
+        if isinstance(change, plan_schema.AddColumn):
+            apply_schema.add_column(spark, path, change, config.timezone, metadata)
+        elif isinstance(change, plan_schema.DropColumn):
+            apply_schema.drop_column(spark, path, change.name, metadata)
+        elif isinstance(change, plan_schema.ChangeType):
+            refused = apply_schema.change_type(spark, path, change, metadata)
+            if refused is not None and config.type_change is TypeChangePolicy.REWRITE:
+                refused = apply_schema.rewrite_column(spark, path, change, metadata)
+            if refused is not None:
+                reason = (
+                    f'column {change.name}: {refused} under type-change policy "{config.type_change.value}"'
+                )
+                ddl_history.record(
+                    spark, config.state_path, table=table, ddl=event, action=ddl_history.REJECTED,
+                    detail=reason, schema_before=before, schema_after=None, run_id=run_id,
+                )  # fmt: skip
+                raise SchemaChangeRejected(
+                    f"{table}: writer schema {writer.id} (first seen at {read.first}): {reason}; "
+                    "stopped before applying the batch, progress not moved"
+                )
+        else:
+            apply_schema.change_key(spark, path, change.key, metadata)
+    apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
+    after = apply_schema.table_info(spark, path).schema.simpleString()
+    ddl_history.record(
+        spark, config.state_path, table=table, ddl=event, action=ddl_history.APPLIED,
+        detail=plan_avro.describe(changes), schema_before=before, schema_after=after, run_id=run_id,
+    )  # fmt: skip
+    logger.info("%s: followed writer schema %d: %s", table, writer.id, plan_avro.describe(changes))
+    return text
