@@ -350,3 +350,30 @@ def test_mutated_avro_records_are_quarantined_never_crash(
     decoded = decode_ticdc_avro(messages, texts).where(f"kind = '{KIND_BAD}'").collect()
     assert {(r["topic"], r["partition"], r["offset"]) for r in decoded} <= set(quarantined)
     assert result.quarantined >= len(decoded)
+
+
+def test_a_kafka_stream_of_ticdc_avro_topics_converges(spark, schema_registry, kafka_broker, lake, tmp_path):
+    from ingest.local_services import create_topic, produce_records
+    from ingest.stream import run_kafka
+
+    s = avro_stream(schema_registry, "kafka_avro")
+    scenario(s)
+    for table in (T, U):
+        create_topic(kafka_broker.bootstrap_servers, s.avro_topic(table), s.partitions)
+    produce_records(kafka_broker.bootstrap_servers, s.records)
+    config = IngestConfig.from_params(
+        {
+            "source": "kafka",
+            "kafka-bootstrap-servers": kafka_broker.bootstrap_servers,
+            "topic-pattern": "kafka_avro_shop_.*",
+            "target-path": str(lake),
+            "protocol": "avro",
+            "schema-registry": schema_registry,
+            "checkpoint-location": str(tmp_path / "checkpoint"),
+        }
+    )
+    run_kafka(spark, config)
+    for table in (T, U):
+        assert delta_rows(spark, str(lake), table) == expected_rows(s, table, s.tso(60)), table
+    resume = load_progress(spark, config.state_path, config.stream_id).resume
+    assert sum(resume.values()) == len(s.records)
