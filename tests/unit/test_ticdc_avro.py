@@ -234,3 +234,29 @@ def test_the_newest_schema_is_the_one_of_the_newest_commit_then_the_last_offset(
 def test_avro_options_are_checked_at_start(params, message):
     with pytest.raises(ConfigError, match=message):
         IngestConfig.from_params({"input": "in", "target-path": "/lake", **params})
+
+
+def test_string_modes_for_decimal_and_unsigned_bigint_decode_to_their_text():
+    # avro-decimal-handling-mode=string, avro-bigint-unsigned-handling-mode=string (§4.5)
+    value = {**VALUE, "fields": [
+        VALUE["fields"][0],
+        {"name": "u", "type": {"type": "string", "connect.parameters": {"tidb_type": "BIGINT UNSIGNED"}}},
+        {"name": "d", "type": {"type": "string", "connect.parameters": {"tidb_type": "DECIMAL"}}},
+        *VALUE["fields"][4:]]}  # fmt: skip
+    schemas = ta.schema_book({7: json.dumps(KEY), 11: json.dumps(value)})
+    datum = {"id": 1, "u": "18446744073709551615", "d": "-123.4560", "_tidb_op": "c", "_tidb_commit_ts": 5,
+             "_tidb_commit_physical_time": 0}  # fmt: skip
+    change = ta.decode_record(frame(7, KEY, {"id": 1}), frame(11, value, datum), schemas)
+    assert change.data == {"id": "1", "u": "18446744073709551615", "d": "-123.4560"}
+    columns = {c.column.name: c.column.type for c in schemas.schemas[11][0].columns}
+    assert columns["u"] == ColumnType(ColumnKind.BIGINT, unsigned=True)
+    assert columns["d"] == ColumnType(ColumnKind.DECIMAL)  # no precision in string mode: DECIMAL(38,18)
+
+
+def test_without_the_extension_there_is_no_commit_ts_and_every_upsert_is_an_insert():
+    value = {**VALUE, "fields": VALUE["fields"][:4]}
+    schemas = ta.schema_book({7: json.dumps(KEY), 12: json.dumps(value)})
+    datum = {"id": 1, "amount": None, "flags": b"\x01", "status": "new"}
+    change = ta.decode_record(frame(7, KEY, {"id": 1}), frame(12, value, datum), schemas)
+    assert (change.type, change.commit_ts) == (ta.TYPE_INSERT, None)
+    assert not schemas.schemas[12][0].has_extension
