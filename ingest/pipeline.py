@@ -684,6 +684,7 @@ def _apply_ddl(
         key=info.key if info else (),
         retired=info.retired if info else False,
         drop_keeps_rows=config.drop_table == DropTablePolicy.ARCHIVE,
+        partitioning=info.partitioning if info else None,
     )
     schema_before = info.schema.simpleString() if info else None
 
@@ -729,7 +730,10 @@ def _apply_ddl(
     for change in changes:
         if isinstance(change, plan_schema.CreateTable):
             replace = isinstance(change, plan_schema.CreateTableReplacing)
-            apply_schema.create_table(spark, path, change.table, change.schema, before, replace=replace)
+            apply_schema.create_table(
+                spark, path, change.table, change.schema, before, replace=replace,
+                partitioning=change.partitioning,
+            )  # fmt: skip
         elif isinstance(change, plan_schema.AddColumn):
             apply_schema.add_column(spark, path, change, config.timezone, before)
         elif isinstance(change, plan_schema.DropColumn):
@@ -750,6 +754,10 @@ def _apply_ddl(
             apply_schema.change_key(spark, path, change.key, before)
         elif isinstance(change, plan_schema.Truncate):
             apply_schema.truncate(spark, path, before)
+        elif isinstance(change, plan_schema.DeletePartitionRows):
+            apply_schema.delete_partition_rows(spark, path, change, before)
+        elif isinstance(change, plan_schema.SetPartitioning):
+            apply_schema.set_partitioning(spark, path, change.partitioning, before)
         elif isinstance(change, plan_schema.Retire):
             apply_schema.retire(spark, path, change.reason, change.keep_rows, before)
         elif isinstance(change, plan_schema.CreateLike):

@@ -24,6 +24,8 @@ COMMIT_TS_COLUMN = "_tidb_commit_ts"
 PROPERTY_KEY_COLUMNS = "ticdc.keyColumns"
 PROPERTY_SOURCE_TABLE = "ticdc.sourceTable"
 PROPERTY_APPLIED_TS = "ticdc.appliedTs"
+# The upstream partition definition (JSON, ingest.plan.partitions); absent when the mirror never saw it.
+PROPERTY_PARTITIONING = "ticdc.partitioning"
 # Why the upstream table is gone (dropped, renamed away); NOT_RETIRED while it exists.
 PROPERTY_RETIRED = "ticdc.retired"
 NOT_RETIRED = "no"

@@ -7,11 +7,13 @@ rows (an UPDATE or DELETE on an empty table makes no commit): a DDL must never b
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from functools import reduce
 
 import orjson
 from delta.tables import DeltaTable, DeltaTableBuilder
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -21,12 +23,15 @@ from ingest.apply.delta_commit import (
     NOT_RETIRED,
     PROPERTY_APPLIED_TS,
     PROPERTY_KEY_COLUMNS,
+    PROPERTY_PARTITIONING,
     PROPERTY_RETIRED,
     PROPERTY_SOURCE_TABLE,
     committing,
 )
 from ingest.model import TableId, TableSchema
+from ingest.plan import partitions
 from ingest.plan import schema as plan
+from ingest.plan.partitions import Partitioning, PartitionRows
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ class TableInfo:
     schema: T.StructType
     key: tuple[str, ...]
     retired: bool
+    partitioning: Partitioning | None = None  # None: never recorded
 
     @property
     def columns(self) -> list[str]:
@@ -69,8 +75,12 @@ def create_table(
     metadata: str,
     *,
     replace: bool = False,
+    partitioning: Partitioning | None = None,
 ) -> None:
-    """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table."""
+    """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table.
+
+    ``partitioning`` is recorded when the CREATE TABLE was seen (None: not known, e.g. created from DML).
+    """
     builder = (DeltaTable.replace(spark) if replace else DeltaTable.createIfNotExists(spark)).location(path)
     for column in schema.columns:
         builder = builder.addColumn(
@@ -83,6 +93,8 @@ def create_table(
         comment="TiDB commitTs of the change that wrote the row",
     )
     builder = _with_mirror_properties(builder, schema.key, table)
+    if partitioning is not None:
+        builder = builder.property(PROPERTY_PARTITIONING, partitioning.to_json())
     with committing(spark, metadata):
         builder.execute()
     logger.info("created Delta table %s at %s, key %s", table, path, ", ".join(schema.key))
@@ -159,6 +171,63 @@ def truncate(spark: SparkSession, path: str, metadata: str) -> None:
         DeltaTable.forPath(spark, path).delete()
 
 
+def delete_partition_rows(
+    spark: SparkSession, path: str, change: plan.DeletePartitionRows, metadata: str
+) -> None:
+    """TRUNCATE/DROP PARTITION: delete the rows those partitions hold, then record the definition after it.
+
+    In this order, a crash in between replays the DDL against the old definition: the delete finds nothing
+    more, and the definition is written.
+    """
+    with committing(spark, metadata):
+        if change.rows.clauses:
+            DeltaTable.forPath(spark, path).delete(partition_predicate(change.rows))
+        _set_partitioning(spark, path, change.partitioning)
+
+
+def set_partitioning(spark: SparkSession, path: str, partitioning: Partitioning, metadata: str) -> None:
+    with committing(spark, metadata):
+        _set_partitioning(spark, path, partitioning)
+
+
+def _set_partitioning(spark: SparkSession, path: str, partitioning: Partitioning) -> None:
+    spark.sql(
+        f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
+        f"('{PROPERTY_PARTITIONING}' = {_sql_string(partitioning.to_json())})"
+    )
+
+
+def partition_predicate(rows: PartitionRows) -> Column:
+    """The rows of some partitions as a Spark condition (true or false, never NULL)."""
+    column = F.col(quote(rows.column))
+
+    def literal(text: str) -> Column:
+        if rows.kind == partitions.INTEGER:
+            # A Decimal literal compares exactly with every integer column, BIGINT UNSIGNED's DECIMAL(20,0)
+            # included, and a bound beyond the column's range still compares right.
+            return F.lit(Decimal(text))
+        return F.lit(text).cast("date" if rows.kind == partitions.DATE else "timestamp_ntz")
+
+    def condition(clause: partitions.Clause) -> Column:
+        if isinstance(clause, partitions.IsNull):
+            return column.isNull()
+        if isinstance(clause, partitions.InValues):
+            return F.coalesce(column.isin([literal(v) for v in clause.values]), F.lit(False))
+        if isinstance(clause, partitions.InRange):
+            parts = [F.lit(True)]
+            if clause.low is not None:
+                parts.append(column >= literal(clause.low))
+            if clause.high is not None:
+                parts.append(column < literal(clause.high))
+            return F.coalesce(reduce(lambda a, b: a & b, parts), F.lit(False))
+        return ~any_of(clause.clauses)
+
+    def any_of(clauses: tuple[partitions.Clause, ...]) -> Column:
+        return reduce(lambda a, b: a | b, [condition(c) for c in clauses], F.lit(False))
+
+    return any_of(rows.clauses)
+
+
 def mark_applied(spark: SparkSession, path: str, applied_ts: int, metadata: str) -> None:
     """A commit that always happens and records the table state (also readable as a table property)."""
     with committing(spark, metadata):
@@ -175,7 +244,9 @@ def table_info(spark: SparkSession, path: str) -> TableInfo:
     key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
     fields = [f for f in table.toDF().schema.fields if not f.name.startswith("_tidb_")]
     retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
-    return TableInfo(T.StructType(fields), key, retired)
+    recorded = properties.get(PROPERTY_PARTITIONING)
+    partitioning = partitions.from_json(recorded) if recorded else None
+    return TableInfo(T.StructType(fields), key, retired, partitioning)
 
 
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
@@ -204,6 +275,8 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
                 f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
                 f"('{PROPERTY_KEY_COLUMNS}' = {_sql_string(orjson.dumps(key).decode())})"
             )
+        if info.partitioning is not None and info.partitioning.column == old:
+            _set_partitioning(spark, path, replace(info.partitioning, column=new))
 
 
 def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:
@@ -291,6 +364,9 @@ def copy_table(
         else (DeltaTable.createIfNotExists(spark).location(path))
     )
     builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
+    if source.partitioning is not None:
+        # RENAME keeps the partitions, and CREATE TABLE … LIKE copies them.
+        builder = builder.property(PROPERTY_PARTITIONING, source.partitioning.to_json())
     with committing(spark, metadata):
         builder.execute()
         if with_rows:

@@ -13,6 +13,12 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
+from ingest.decode.mysql_partition import (
+    PartitionAction,
+    PartitionBy,
+    parse_alter_partition,
+    split_partition_clause,
+)
 from ingest.decode.mysql_types import UnknownTypeError, from_sqlglot
 from ingest.model import Column, TableId, TableSchema
 
@@ -22,6 +28,7 @@ class CreateTable:
     table: TableId
     schema: TableSchema
     if_not_exists: bool
+    partition_by: PartitionBy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +129,14 @@ class PrimaryKeyChange:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionDdl:
+    """ALTER TABLE … TRUNCATE/DROP/ADD/EXCHANGE/REORGANIZE … PARTITION and the like."""
+
+    table: TableId
+    action: PartitionAction
+
+
+@dataclass(frozen=True, slots=True)
 class OtherDdl:
     """A statement we parsed (or could not) but do not act on; ``reason`` says why."""
 
@@ -139,6 +154,7 @@ Statement = (
     | RenameTables
     | IndexChange
     | PrimaryKeyChange
+    | PartitionDdl
     | OtherDdl
 )
 
@@ -175,6 +191,15 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
         columns = primary.group(2)
         key = None if columns is None else tuple(_key_names(columns))
         return PrimaryKeyChange(table, key)
+    alter = _ALTER_TABLE.match(sql)
+    if alter:
+        action = parse_alter_partition(sql)
+        if action is not None:
+            return PartitionDdl(_qualified(alter.group(1), default_schema), action)
+    partition_by = None
+    if _CREATE_TABLE.match(sql):
+        # sqlglot reads few partition clauses (see mysql_partition); it gets the table without it.
+        sql, partition_by = split_partition_clause(sql)
     try:
         tree = sqlglot.parse_one(sql, read="mysql")
     except ParseError as exc:
@@ -185,7 +210,7 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
             if kind == "DATABASE" or kind == "SCHEMA":
                 return CreateDatabase(tree.this.name)
             if kind == "TABLE" and isinstance(tree.this, exp.Schema):
-                return _create_table(tree, default_schema)
+                return _create_table(tree, default_schema, partition_by)
             if kind == "INDEX":
                 return IndexChange(adds_unique=bool(tree.args.get("unique")))
             like = tree.find(exp.LikeProperty)
@@ -235,7 +260,7 @@ def _column(definition: exp.ColumnDef) -> Column:
     return Column(definition.name, from_sqlglot(data_type), nullable, default, has_default)
 
 
-def _create_table(tree: exp.Create, default_schema: str) -> Statement:
+def _create_table(tree: exp.Create, default_schema: str, partition_by: PartitionBy | None) -> Statement:
     schema_node = tree.this
     table = _table_id(schema_node.this, default_schema)
     columns: list[Column] = []
@@ -263,7 +288,7 @@ def _create_table(tree: exp.Create, default_schema: str) -> Statement:
         ]
     by_name = {c.name: c for c in columns}
     key = primary or _handle_from_uniques(uniques, by_name)
-    return CreateTable(table, TableSchema(tuple(columns), key), bool(tree.args.get("exists")))
+    return CreateTable(table, TableSchema(tuple(columns), key), bool(tree.args.get("exists")), partition_by)
 
 
 def _key_part_name(node: exp.Expression) -> str:
@@ -350,6 +375,8 @@ def _qualified(text: str, default_schema: str) -> TableId:
     return TableId(names[0], names[1]) if len(names) == 2 else TableId(default_schema, names[0])
 
 
+_ALTER_TABLE = re.compile(rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}", re.IGNORECASE)
+_CREATE_TABLE = re.compile(r"^\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s", re.IGNORECASE)
 _PRIMARY_KEY = re.compile(
     rf"^\s*ALTER\s+TABLE\s+{_QUALIFIED}\s+{_PRIMARY_KEY_ACTION}[^,;]*;?\s*$", re.IGNORECASE | re.DOTALL
 )

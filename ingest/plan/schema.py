@@ -12,13 +12,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ingest.decode import mysql_ddl
+from ingest.decode import mysql_partition as mp
 from ingest.model import Column, ColumnKind, ColumnType, DdlEvent, TableId, TableSchema
+from ingest.plan import partitions
+from ingest.plan.partitions import Partitioning, PartitionRows
 
 
 @dataclass(frozen=True, slots=True)
 class CreateTable:
     table: TableId
     schema: TableSchema
+    partitioning: Partitioning = partitions.NOT_PARTITIONED
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,24 @@ class ChangeKey:
 
 
 @dataclass(frozen=True, slots=True)
+class DeletePartitionRows:
+    """TRUNCATE/DROP PARTITION: delete the partitions' rows, then record the definition left after it."""
+
+    table: TableId
+    names: tuple[str, ...]
+    rows: PartitionRows
+    partitioning: Partitioning
+
+
+@dataclass(frozen=True, slots=True)
+class SetPartitioning:
+    """ADD PARTITION, ALTER TABLE … PARTITION BY, REMOVE PARTITIONING: no row changes, a new definition."""
+
+    table: TableId
+    partitioning: Partitioning
+
+
+@dataclass(frozen=True, slots=True)
 class RecordOnly:
     """Nothing to change in Delta; the DDL is still recorded as applied."""
 
@@ -132,6 +154,8 @@ SchemaChange = (
     | CopyFrom
     | CreateLike
     | ChangeKey
+    | DeletePartitionRows
+    | SetPartitioning
     | RecordOnly
     | Reject
 )
@@ -162,7 +186,7 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
         return [statement.source, statement.table]
     if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
         return [statement.table]
-    if isinstance(statement, mysql_ddl.AlterTable):
+    if isinstance(statement, mysql_ddl.AlterTable | mysql_ddl.PartitionDdl):
         return [statement.table]
     if isinstance(statement, mysql_ddl.CreateDatabase):
         return []
@@ -207,11 +231,13 @@ def plan_schema_changes(
     key: Collection[str] = (),
     retired: bool = False,
     drop_keeps_rows: bool = True,
+    partitioning: Partitioning | None = None,
 ) -> list[SchemaChange]:
     """What a DDL means for one table it affects (``table``, by default the DDL's own).
 
     ``existing_columns`` is None when the table does not exist in Delta; ``retired`` when it exists but
-    its upstream table was dropped or renamed away.
+    its upstream table was dropped or renamed away. ``partitioning`` is the recorded partition definition
+    (None: none recorded, e.g. a table created from DML).
     """
     table = table or ddl.table
     statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
@@ -225,13 +251,16 @@ def plan_schema_changes(
                     "rows cannot be merged exactly"
                 )
             ]
+        partitioning = partitions.from_clause(statement.partition_by, statement.schema)
         if existing_columns is None:
-            return [CreateTable(statement.table, statement.schema)]
+            return [CreateTable(statement.table, statement.schema, partitioning)]
         if retired:
-            return [CreateTableReplacing(statement.table, statement.schema)]
+            return [CreateTableReplacing(statement.table, statement.schema, partitioning)]
         return [RecordOnly(f"{statement.table} already exists")]
     if isinstance(statement, mysql_ddl.TruncateTable):
         return [Truncate(statement.table)]
+    if isinstance(statement, mysql_ddl.PartitionDdl):
+        return _plan_partition_ddl(ddl, statement, existing_columns, partitioning)
     if isinstance(statement, mysql_ddl.PrimaryKeyChange):
         return _plan_key_change(ddl, table, statement.key or ddl.handle_key, existing_columns, key)
     if isinstance(statement, mysql_ddl.IndexChange):
@@ -296,6 +325,67 @@ def plan_schema_changes(
             return [RecordOnly(f"{statement.table} already exists")]
         return [CreateLike(statement.table, statement.source)]
     return [Reject(f"{statement.reason}: {ddl.sql!r}", unknown=True)]
+
+
+def _plan_partition_ddl(
+    ddl: DdlEvent,
+    statement: mysql_ddl.PartitionDdl,
+    existing_columns: Collection[str] | None,
+    current: Partitioning | None,
+) -> list[SchemaChange]:
+    table, action = statement.table, statement.action
+    if isinstance(action, mp.Unapplicable):
+        # Never skippable (unknown=False): the upstream rows changed in a way the mirror cannot follow.
+        return [
+            Reject(
+                f"{action.reason}: {ddl.sql!r}. The mirror would silently diverge, so it stops. To go on, "
+                f"load the table again from a Dumpling export taken after commitTs {ddl.commit_ts} "
+                "(ticdc-ingest load --force)"
+            )
+        ]
+    if existing_columns is None:
+        return [RecordOnly(f"{table} does not exist in the mirror")]
+    if isinstance(action, mp.NoRowChange):
+        return [RecordOnly(f"{action.what} changes no rows")]
+    if isinstance(action, mp.Repartition):
+        if action.partition_by is None:
+            return [SetPartitioning(table, partitions.NOT_PARTITIONED)]
+        # The column types are not at hand here; a later TRUNCATE/DROP PARTITION stops with this reason.
+        return [SetPartitioning(table, partitions.unsupported(f"repartitioned by {ddl.sql[:200]!r}"))]
+    if isinstance(action, mp.AddPartitions):
+        if current is None or not current.followed:
+            return [RecordOnly("the partition definition is not followed; rows do not change")]
+        if action.unreadable:
+            return [SetPartitioning(table, partitions.unsupported(f"ADD PARTITION: {action.unreadable}"))]
+        return [SetPartitioning(table, partitions.add(current, action.partitions))]
+    if isinstance(action, mp.TruncatePartitions) and action.every:
+        return [Truncate(table)]
+    names = action.names
+    what = f"{ddl.sql!r} deletes the rows of partition(s) {', '.join(names)}"
+    todo = (
+        f"to go on, load the table again from a Dumpling export taken after commitTs {ddl.commit_ts} "
+        "(ticdc-ingest load --force), which records its partitions"
+    )
+    if current is None:
+        return [
+            Reject(
+                f"{what}, but the mirror never saw the table's CREATE TABLE … PARTITION BY, so it cannot "
+                f"tell which rows those are; {todo}"
+            )
+        ]
+    if current.method == partitions.NONE:
+        return [Reject(f"{what}, but the mirror knows the table as not partitioned; {todo}")]
+    if not current.followed:
+        return [Reject(f"{what}, but the mirror cannot tell which rows those are: {current.reason}; {todo}")]
+    missing = [n for n in names if current.find(n) is None]
+    if isinstance(action, mp.TruncatePartitions) and missing:
+        return [Reject(f"{what}, but the recorded definition has no partition {', '.join(missing)}; {todo}")]
+    if current.column not in existing_columns:
+        return [Reject(f"{what}, but the partition column {current.column} is not in the mirror; {todo}")]
+    # DROP of a name already gone deleted nothing more upstream (IF EXISTS), or is this DDL's replay
+    # after a crash that came between its delete and its commit: its rows are already deleted.
+    after = partitions.drop(current, names) if isinstance(action, mp.DropPartitions) else current
+    return [DeletePartitionRows(table, names, partitions.rows_of(current, names), after)]
 
 
 def _backfill_value(column: Column) -> str | Reject | None:

@@ -74,6 +74,7 @@ def test_truncate_and_unsupported_ddl():
     (change,) = plan_schema_changes(event("ALTER TABLE c TRUNCATE PARTITION p0"), ["id", "p"])
     assert isinstance(change, Reject)
     assert "TRUNCATE PARTITION" in change.reason.upper()
+    assert not change.unknown  # a partition DDL is known: --unknown-ddl skip must not let it pass
 
 
 def test_drop_column_but_never_a_key_column():

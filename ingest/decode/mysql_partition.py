@@ -1,0 +1,363 @@
+"""MySQL/TiDB partition clauses and partition DDL -> small structured values. Pure.
+
+sqlglot (30.x, MySQL dialect) does not cover these statements well enough to rely on: it parses
+``PARTITION BY LIST (c) (PARTITION p VALUES IN (…))`` and ``VALUES LESS THAN (MAXVALUE)``, but fails on
+``VALUES LESS THAN MAXVALUE`` (no parentheses, the common spelling) and on ``LIST COLUMNS``; it turns
+``PARTITION BY HASH/KEY``, ``ALTER TABLE … TRUNCATE/EXCHANGE/REORGANIZE/COALESCE PARTITION`` and
+``REMOVE PARTITIONING`` into opaque Commands, and raises on ``DROP PARTITION`` and ``ADD PARTITION (…)``.
+So this is a small parser of its own over sqlglot's MySQL tokenizer (which gets quoting, strings and comments
+right); the rest of a CREATE TABLE still goes to sqlglot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import Token, TokenType
+from sqlglot.dialects.mysql import MySQL
+from sqlglot.errors import TokenError
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDef:
+    """One partition as written: ``bound`` for RANGE (None: MAXVALUE), ``values`` for LIST (None: NULL).
+
+    Values are the literal's text (a string literal without its quotes); ``is_default`` is TiDB's LIST
+    ``PARTITION p DEFAULT``.
+    """
+
+    name: str
+    bound: str | None = None
+    values: tuple[str | None, ...] = ()
+    is_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionBy:
+    """A ``PARTITION BY`` clause. ``unsupported`` says why the mirror cannot compute a partition's rows."""
+
+    method: str  # RANGE, LIST, HASH, KEY
+    column: str = ""
+    partitions: tuple[PartitionDef, ...] = ()
+    unsupported: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TruncatePartitions:
+    names: tuple[str, ...]
+    every: bool = False  # TRUNCATE PARTITION ALL
+
+
+@dataclass(frozen=True, slots=True)
+class DropPartitions:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartitions:
+    """ADD PARTITION (defs); ``partitions`` is empty for HASH/KEY's ``ADD PARTITION PARTITIONS n``."""
+
+    partitions: tuple[PartitionDef, ...]
+    unreadable: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Repartition:
+    """ALTER TABLE … PARTITION BY … (None: REMOVE PARTITIONING). Rows stay; only the definition changes."""
+
+    partition_by: PartitionBy | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoRowChange:
+    """COALESCE PARTITION (HASH/KEY): rows move between partitions of the same table, none change."""
+
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unapplicable:
+    """EXCHANGE, REORGANIZE and any other partition DDL the mirror cannot follow exactly."""
+
+    reason: str
+
+
+PartitionAction = (
+    TruncatePartitions | DropPartitions | AddPartitions | Repartition | NoRowChange | Unapplicable
+)
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _tokens(sql: str) -> list[Token] | None:
+    try:
+        return list(MySQL().tokenize(sql))
+    except (TokenError, ValueError):
+        return None
+
+
+def split_partition_clause(sql: str) -> tuple[str, PartitionBy | None]:
+    """A CREATE TABLE without its trailing ``PARTITION BY`` clause (for sqlglot), and that clause."""
+    tokens = _tokens(sql)
+    if tokens is None:
+        return sql, None
+    depth = 0
+    for index, token in enumerate(tokens):
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif token.token_type == TokenType.PARTITION_BY and depth == 0:
+            return sql[: token.start], parse_partition_by(tokens[index + 1 :])
+    return sql, None
+
+
+def parse_partition_by(tokens: list[Token]) -> PartitionBy:
+    """The clause after ``PARTITION BY``; never raises: what it cannot read comes back ``unsupported``."""
+    words = [t.text.upper() for t in tokens[:3]]
+    method = next((w for w in words if w in ("RANGE", "LIST", "HASH", "KEY")), "?")
+    try:
+        return _Reader(tokens).partition_by()
+    except _Unreadable as exc:
+        return PartitionBy(method, unsupported=f"cannot read the partition clause ({exc})")
+
+
+def parse_alter_partition(sql: str) -> PartitionAction | None:
+    """A partition action of ``ALTER TABLE name …``, or None when the statement has no partition action."""
+    tokens = _tokens(sql)
+    if tokens is None or len(tokens) < 3 or tokens[0].text.upper() != "ALTER":
+        return None
+    index = 1
+    if tokens[index].text.upper() == "IGNORE":
+        index += 1
+    if tokens[index].token_type != TokenType.TABLE:
+        return None
+    index += 2  # the table name, possibly qualified
+    while index + 1 < len(tokens) and tokens[index].token_type == TokenType.DOT:
+        index += 2
+    rest = tokens[index:]
+    # Keywords only: a column named `partition_id` or `partition` (quoted) is no partition DDL.
+    if not any(
+        t.token_type in (TokenType.PARTITION, TokenType.PARTITION_BY)
+        or (t.token_type == TokenType.VAR and t.text.upper() in ("PARTITIONING", "PARTITIONS"))
+        for t in rest
+    ):
+        return None
+    try:
+        return _Reader(rest).alter_action()
+    except _Unreadable as exc:
+        return Unapplicable(f"a partition DDL the mirror cannot read ({exc})")
+
+
+class _Reader:
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = [t for t in tokens if t.token_type != TokenType.SEMICOLON]
+        self.index = 0
+
+    def peek(self, offset: int = 0) -> str:
+        position = self.index + offset
+        return self.tokens[position].text.upper() if position < len(self.tokens) else ""
+
+    def peek_type(self) -> TokenType | None:
+        return self.tokens[self.index].token_type if self.index < len(self.tokens) else None
+
+    def take(self, *words: str) -> str:
+        word = self.peek()
+        if words and word not in words:
+            raise _Unreadable(f"expected {' or '.join(words)}, found {word or 'the end'}")
+        if self.index >= len(self.tokens):
+            raise _Unreadable("unexpected end")
+        self.index += 1
+        return self.tokens[self.index - 1].text
+
+    def accept(self, *words: str) -> bool:
+        if self.peek() in words:
+            self.index += 1
+            return True
+        return False
+
+    def at_end(self) -> bool:
+        return self.index >= len(self.tokens)
+
+    def name(self) -> str:
+        token_type = self.peek_type()
+        if token_type in (TokenType.STRING, TokenType.NUMBER, TokenType.L_PAREN, TokenType.R_PAREN, None):
+            raise _Unreadable(f"expected a name, found {self.peek() or 'the end'}")
+        return self.take()
+
+    def names(self) -> tuple[str, ...]:
+        names = [self.name()]
+        while self.accept(","):
+            names.append(self.name())
+        return tuple(names)
+
+    def skip_group(self) -> None:
+        """Skip a balanced ( … ) group."""
+        depth = 0
+        while not self.at_end():
+            word = self.take()
+            depth += {"(": 1, ")": -1}.get(word, 0)
+            if depth == 0:
+                return
+        raise _Unreadable("unbalanced parentheses")
+
+    def literal(self) -> str | None:
+        """One literal value (a signed number, a string or NULL); its text, None for NULL."""
+        token_type = self.peek_type()
+        if token_type == TokenType.NULL:
+            self.index += 1
+            return None
+        if token_type == TokenType.STRING:
+            return self.take()
+        sign = self.take() if self.peek() in ("-", "+") else ""
+        if self.peek_type() != TokenType.NUMBER:
+            raise _Unreadable(f"expected a literal value, found {self.peek() or 'the end'}")
+        return (sign if sign == "-" else "") + self.take()
+
+    # -- PARTITION BY ---------------------------------------------------------------------------------
+    def partition_by(self) -> PartitionBy:
+        self.accept("LINEAR")
+        method = self.take("RANGE", "LIST", "HASH", "KEY")
+        if method.upper() in ("HASH", "KEY"):
+            return PartitionBy(
+                method.upper(),
+                unsupported=f"PARTITION BY {method.upper()}: the mirror does not compute TiDB's hashing",
+            )
+        columns_form = self.accept("COLUMNS")
+        self.take("(")
+        expression = [self.take()]
+        depth = 1 if expression[0] == "(" else 0
+        while depth or self.peek() != ")":
+            if self.at_end():
+                raise _Unreadable("unbalanced parentheses")
+            expression.append(self.take())
+            depth += {"(": 1, ")": -1}.get(expression[-1], 0)
+        self.take(")")
+        spelled = "".join(expression)
+        if len(expression) != 1 or self.tokens[self.index - 2].token_type not in (
+            TokenType.VAR,
+            TokenType.IDENTIFIER,
+        ):
+            what = "columns" if columns_form else "expression"
+            return PartitionBy(
+                method.upper(),
+                unsupported=f"PARTITION BY {method.upper()} on the {what} {spelled}, not on one column",
+            )
+        if self.peek() in ("INTERVAL", "PARTITIONS", "SUBPARTITION"):
+            return PartitionBy(method.upper(), unsupported=f"PARTITION BY {method.upper()} … {self.peek()}")
+        self.take("(")
+        partitions = [self.partition_def(method.upper())]
+        while self.accept(","):
+            partitions.append(self.partition_def(method.upper()))
+        self.take(")")
+        return PartitionBy(method.upper(), expression[0], tuple(partitions))
+
+    def partition_def(self, method: str) -> PartitionDef:
+        self.take("PARTITION")
+        name = self.name()
+        if self.accept("DEFAULT"):
+            definition = PartitionDef(name, is_default=True)
+        elif method == "RANGE":
+            self.take("VALUES")
+            self.take("LESS")
+            self.take("THAN")
+            if self.accept("MAXVALUE"):
+                definition = PartitionDef(name)
+            else:
+                self.take("(")
+                bound = None if self.accept("MAXVALUE") else self.literal()
+                if bound is None and self.tokens[self.index - 1].token_type == TokenType.NULL:
+                    raise _Unreadable("NULL is not a range bound")
+                self.take(")")
+                definition = PartitionDef(name, bound=bound)
+        else:
+            self.take("VALUES")
+            self.take("IN")
+            self.take("(")
+            if self.peek() == "(":
+                raise _Unreadable("LIST COLUMNS of several columns")
+            values = [self.literal()]
+            while self.accept(","):
+                values.append(self.literal())
+            self.take(")")
+            definition = PartitionDef(name, values=tuple(values))
+        # Partition options (COMMENT, ENGINE, placement …) do not change which rows are in it.
+        while not self.at_end() and self.peek() not in (",", ")"):
+            if self.peek() == "(":
+                self.skip_group()
+            else:
+                self.take()
+        return definition
+
+    # -- ALTER TABLE … PARTITION ---------------------------------------------------------------------------
+    def alter_action(self) -> PartitionAction:
+        word = self.take()
+        upper = word.upper()
+        if upper == "PARTITION BY":
+            return self.finish(Repartition(self.partition_by_rest()))
+        if upper == "REMOVE":
+            self.take("PARTITIONING")
+            return self.finish(Repartition(None))
+        if upper in ("EXCHANGE", "REORGANIZE"):
+            return self.unapplicable(upper)
+        if upper == "COALESCE":
+            return NoRowChange("COALESCE PARTITION")
+        if upper == "LAST" and self.peek() == "PARTITION":
+            return NoRowChange("LAST PARTITION (adds interval partitions)")
+        if upper == "PARTITION" and self.peek(1) in ("PLACEMENT", "ATTRIBUTES"):
+            return NoRowChange(f"PARTITION … {self.peek(1)}")
+        if upper == "TRUNCATE":
+            self.take("PARTITION")
+            if self.accept("ALL"):
+                return self.finish(TruncatePartitions((), every=True))
+            return self.finish(TruncatePartitions(self.names()))
+        if upper == "DROP":
+            self.take("PARTITION")
+            if self.accept("IF"):
+                self.take("EXISTS")
+            return self.finish(DropPartitions(self.names()))
+        if upper == "ADD":
+            self.take("PARTITION")
+            if self.accept("IF"):
+                self.take("NOT")
+                self.take("EXISTS")
+            if self.accept("PARTITIONS"):
+                return NoRowChange("ADD PARTITION PARTITIONS n")
+            self.take("(")
+            start = self.index
+            try:
+                partitions = [self.partition_def("RANGE" if self.peek(3) == "LESS" else "LIST")]
+                while self.accept(","):
+                    partitions.append(self.partition_def("RANGE" if self.peek(3) == "LESS" else "LIST"))
+                self.take(")")
+            except _Unreadable as exc:
+                self.index = start
+                return AddPartitions((), unreadable=str(exc))
+            return self.finish(AddPartitions(tuple(partitions)))
+        return Unapplicable(f"{upper} … PARTITION is a partition DDL the mirror does not follow")
+
+    def partition_by_rest(self) -> PartitionBy:
+        try:
+            return self.partition_by()
+        except _Unreadable as exc:
+            return PartitionBy("?", unsupported=f"cannot read the partition clause ({exc})")
+
+    def finish(self, action: PartitionAction) -> PartitionAction:
+        if not self.at_end():
+            return Unapplicable(
+                f"a partition DDL combined with {self.peek()} …, which the mirror cannot apply"
+            )
+        return action
+
+    def unapplicable(self, what: str) -> Unapplicable:
+        if what == "EXCHANGE":
+            return Unapplicable(
+                "EXCHANGE PARTITION swaps a partition's rows with another table's without row events: "
+                "rows appear and disappear that the mirror cannot see"
+            )
+        return Unapplicable(
+            "REORGANIZE PARTITION rewrites the partition definition (and moves rows between partitions) "
+            "without row events; the mirror cannot follow the new definition exactly"
+        )
