@@ -376,6 +376,63 @@ def _sql_type_code(column_type: ColumnType) -> int:
 
 
 @dataclass(frozen=True)
+class RangePartitions:
+    """RANGE partitioning on one column, as the model computes it: ``bounds`` are (name, value the rows
+    stay below, or None for MAXVALUE), ascending. NULL sorts below every value (first partition)."""
+
+    column: str
+    bounds: tuple[tuple[str, Any], ...]
+
+    def clause(self) -> str:
+        parts = ", ".join(
+            f"PARTITION `{n}` VALUES LESS THAN " + ("MAXVALUE" if b is None else f"({_sql_literal(b)})")
+            for n, b in self.bounds
+        )
+        return f"PARTITION BY RANGE (`{self.column}`) ({parts})"
+
+    def partition_of(self, row: Mapping[str, Any]) -> str | None:
+        value = row.get(self.column)
+        for name, bound in self.bounds:
+            if value is None or bound is None or value < bound:
+                return name
+        return None
+
+    def without(self, names: Sequence[str]) -> RangePartitions:
+        return RangePartitions(self.column, tuple((n, b) for n, b in self.bounds if n not in names))
+
+
+@dataclass(frozen=True)
+class ListPartitions:
+    """LIST COLUMNS partitioning on one column: (name, values); None in values takes NULL."""
+
+    column: str
+    lists: tuple[tuple[str, tuple[Any, ...]], ...]
+
+    def clause(self) -> str:
+        parts = ", ".join(
+            f"PARTITION `{n}` VALUES IN ({', '.join(_sql_literal(v) for v in values)})"
+            for n, values in self.lists
+        )
+        return f"PARTITION BY LIST COLUMNS(`{self.column}`) ({parts})"
+
+    def partition_of(self, row: Mapping[str, Any]) -> str | None:
+        value = row.get(self.column)
+        return next((n for n, values in self.lists if value in values), None)
+
+    def without(self, names: Sequence[str]) -> ListPartitions:
+        return ListPartitions(self.column, tuple((n, v) for n, v in self.lists if n not in names))
+
+
+Partitions = RangePartitions | ListPartitions
+
+
+def _sql_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    return f"'{value.isoformat()}'" if isinstance(value, date) else str(value)
+
+
+@dataclass(frozen=True)
 class _Change:
     ts: int
     seq: int
@@ -413,6 +470,7 @@ class Stream:
     # TiCDC Avro: registers a schema under a subject and returns its id (a schema registry's POST).
     register: Callable[[str, str], int] | None = None
     _registered: dict[tuple[str, str], int] = field(default_factory=dict)
+    _partitions: dict[TableId, Partitions] = field(default_factory=dict)
 
     # -- time -------------------------------------------------------------------------------------------
     def tso(self, seconds: float) -> int:
@@ -544,11 +602,49 @@ class Stream:
             ],
         }
 
-    def create_table(self, sql: str, ts: int) -> TableId:
+    def create_table(self, sql: str, ts: int, partitions: Partitions | None = None) -> TableId:
+        """CREATE TABLE; with ``partitions``, its PARTITION BY clause is appended and the model follows it."""
+        if partitions is not None:
+            sql = f"{sql}\n{partitions.clause()}"
         statement = parse_ddl(sql, "")
         assert isinstance(statement, CreateTable), sql
         self.ddl(statement.table.schema, statement.table.table, sql, ts, "CREATE")
+        if partitions is not None:
+            self._partitions[statement.table] = partitions
         return statement.table
+
+    def truncate_partition(self, table: TableId, names: Sequence[str], ts: int) -> None:
+        """ALTER TABLE … TRUNCATE PARTITION: the rows the model puts in those partitions are gone."""
+        self._partition_ddl(table, "TRUNCATE", names, ts)
+
+    def drop_partition(self, table: TableId, names: Sequence[str], ts: int) -> None:
+        """ALTER TABLE … DROP PARTITION: rows gone, and the partitions too (RANGE neighbours take over)."""
+        self._partition_ddl(table, "DROP", names, ts)
+        self._partitions[table] = self._partitions[table].without(names)
+
+    def add_partition(self, table: TableId, partition: tuple[str, Any], ts: int) -> None:
+        """ALTER TABLE … ADD PARTITION: (name, bound) for RANGE, (name, values) for LIST; no row changes."""
+        spec = self._partitions[table]
+        name, value = partition
+        if isinstance(spec, RangePartitions):
+            definition = "VALUES LESS THAN " + ("MAXVALUE" if value is None else f"({_sql_literal(value)})")
+            self._partitions[table] = RangePartitions(spec.column, (*spec.bounds, partition))
+        else:
+            definition = f"VALUES IN ({', '.join(_sql_literal(v) for v in value)})"
+            self._partitions[table] = ListPartitions(spec.column, (*spec.lists, partition))
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` ADD PARTITION (PARTITION `{name}` {definition})"
+        self.ddl(table.schema, table.table, sql, ts, "ALTER")
+
+    def _partition_ddl(self, table: TableId, verb: str, names: Sequence[str], ts: int) -> None:
+        listed = ", ".join(f"`{n}`" for n in names)
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` {verb} PARTITION {listed}"
+        self.ddl(table.schema, table.table, sql, ts, "ALTER")
+        spec = self._partitions[table]
+        self._changes.append(
+            _Change(
+                ts, len(self._changes), table, "delete_partitions", row={"spec": spec, "names": tuple(names)}
+            )
+        )
 
     def add_column(
         self, table: TableId, sql: str, ts: int, name: str, type_text: str, default: Any = None
@@ -636,6 +732,11 @@ class Stream:
                                    dict(old.types_ever))  # fmt: skip
         self._changes.append(_Change(ts, len(self._changes), table, "rename_table", row={"to": new}))
 
+    def drop_table(self, table: TableId, ts: int) -> None:
+        """DROP TABLE: upstream has no rows under that name any more (until a CREATE TABLE reuses it)."""
+        self.ddl(table.schema, table.table, f"DROP TABLE `{table.schema}`.`{table.table}`", ts, "ERASE")
+        self._changes.append(_Change(ts, len(self._changes), table, "truncate"))
+
     def truncate(self, table: TableId, ts: int) -> None:
         self.ddl(
             table.schema, table.table, f"TRUNCATE TABLE `{table.schema}`.`{table.table}`", ts, "TRUNCATE"
@@ -706,6 +807,10 @@ class Stream:
                 rows.pop(change.key, None)
             elif change.action == "truncate":
                 rows.clear()
+            elif change.action == "delete_partitions" and change.row is not None:
+                spec, names = change.row["spec"], change.row["names"]
+                for key in [k for k, r in rows.items() if spec.partition_of(r) in names]:
+                    del rows[key]
             elif change.action == "add_column":
                 for row in rows.values():
                     row.setdefault(change.column, change.default)
