@@ -28,6 +28,7 @@ from ingest.decode import canal_json as cj
 from ingest.decode import dumpling as dd
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import TableId, TableState, tso_to_datetime
+from ingest.plan import partitions
 from ingest.source import dumpling as source
 
 logger = logging.getLogger(__name__)
@@ -201,6 +202,7 @@ def _load_table(
         table.create.schema,
         state_to_metadata(TableState(), run_id=run_id, step="initial load: create", consistent=False),
         replace=exists,
+        partitioning=partitions.from_clause(table.create.partition_by, table.create.schema),
     )
     state = TableState(applied_ts=snapshot_ts)
     if table.data_format is not None:

@@ -12,9 +12,12 @@ from datetime import date
 import orjson
 import pytest
 from delta.tables import DeltaTable
+from dumpling_export import write_export
 from mirror import delta_rows, expected_rows
 
+from ingest.config import LoadConfig
 from ingest.errors import SchemaChangeRejected
+from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.sample import ListPartitions, RangePartitions, Stream
 
@@ -139,3 +142,32 @@ def test_partition_ddl_the_mirror_cannot_apply_stops_even_under_skip(spark, run,
     # Rows up to the DDL are applied, nothing after it.
     assert delta_rows(spark, str(lake), P) == expected_rows(s, P, s.tso(2))
     assert history(spark, lake)[sql] == "rejected"
+
+
+def test_the_remedy_a_dumpling_load_after_the_ddl_records_the_partitions(spark, run, lake, tmp_path):
+    """What the stop message says to do: load the table from an export taken after the DDL, run again."""
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(CREATE, s.tso(1), partitions=RANGES)
+    s.records.clear()  # the consumer joined after the CREATE TABLE
+    for k in (1, 12, 25):
+        s.insert(P, {"id": k, "v": f"v{k}"}, s.tso(2))
+    s.truncate_partition(P, ["p1"], s.tso(3))
+    s.insert(P, {"id": 15, "v": "after"}, s.tso(5))
+    s.watermark(s.tso(6))
+    with pytest.raises(SchemaChangeRejected, match="never saw"):
+        run(s)
+    snapshot = s.tso(4)
+    export = write_export(
+        s, snapshot, tmp_path / "export", {P: f"{CREATE}\n{RANGES.clause()}"}, data_format="sql"
+    )
+    load_dumpling(
+        spark, LoadConfig.from_params({"input": str(export), "target-path": str(lake), "force": "true"})
+    )
+    assert recorded_partitions(spark, lake) == ["p0", "p1", "p2"]
+    run(s)
+    assert delta_rows(spark, str(lake), P) == expected_rows(s, P, s.tso(6))
+    s.truncate_partition(P, ["p1", "p2"], s.tso(7))
+    s.watermark(s.tso(7))
+    run(s)
+    assert delta_rows(spark, str(lake), P) == expected_rows(s, P, s.tso(7))
+    assert sorted(k for (k,) in delta_rows(spark, str(lake), P)) == [1]
