@@ -1,12 +1,13 @@
 """MySQL/TiDB partition clauses and partition DDL -> small structured values. Pure.
 
-sqlglot (30.x, MySQL dialect) does not cover these statements well enough to rely on: it parses
-``PARTITION BY LIST (c) (PARTITION p VALUES IN (…))`` and ``VALUES LESS THAN (MAXVALUE)``, but fails on
-``VALUES LESS THAN MAXVALUE`` (no parentheses, the common spelling) and on ``LIST COLUMNS``; it turns
-``PARTITION BY HASH/KEY``, ``ALTER TABLE … TRUNCATE/EXCHANGE/REORGANIZE/COALESCE PARTITION`` and
-``REMOVE PARTITIONING`` into opaque Commands, and raises on ``DROP PARTITION`` and ``ADD PARTITION (…)``.
-So this is a small parser of its own over sqlglot's MySQL tokenizer (which gets quoting, strings and comments
-right); the rest of a CREATE TABLE still goes to sqlglot.
+sqlglot (30.x, MySQL dialect) does not cover these statements well enough to rely on. Of 19 forms
+(PARTITION BY RANGE / RANGE COLUMNS / LIST / LIST COLUMNS / LIST … DEFAULT / HASH / KEY / RANGE INTERVAL,
+ALTER TABLE … TRUNCATE / DROP / ADD (RANGE, LIST, PARTITIONS n) / EXCHANGE / REORGANIZE / COALESCE
+PARTITION, REMOVE PARTITIONING, ALTER TABLE … PARTITION BY) it builds a tree for 3 (RANGE only with
+``LESS THAN (MAXVALUE)`` in parentheses, LIST, ALTER TABLE … PARTITION BY), an opaque Command for 9 and
+raises for 7 (among them the common ``VALUES LESS THAN MAXVALUE``, RANGE/LIST COLUMNS, DROP and ADD
+PARTITION). So this is a small parser of its own over sqlglot's MySQL tokenizer (which gets quoting,
+strings and comments right); the rest of a CREATE TABLE still goes to sqlglot.
 """
 
 from __future__ import annotations
