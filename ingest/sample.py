@@ -423,7 +423,29 @@ class ListPartitions:
         return ListPartitions(self.column, tuple((n, v) for n, v in self.lists if n not in names))
 
 
-Partitions = RangePartitions | ListPartitions
+@dataclass(frozen=True)
+class HashPartitions:
+    """HASH partitioning on one integer column, ``count`` partitions p0 … p<count-1>: TiDB takes
+    ``value % count`` (the sign of the value, as in Go) and negates a negative result; NULL goes to p0."""
+
+    column: str
+    count: int
+
+    def clause(self) -> str:
+        return f"PARTITION BY HASH (`{self.column}`) PARTITIONS {self.count}"
+
+    def partition_of(self, row: Mapping[str, Any]) -> str | None:
+        value = row.get(self.column)
+        if value is None:
+            return "p0"
+        # Go's value % count carries the value's sign, and TiDB negates a negative result.
+        return f"p{abs(value) % self.count}"
+
+    def without(self, names: Sequence[str]) -> HashPartitions:
+        raise AssertionError("DROP PARTITION is not for HASH partitions")
+
+
+Partitions = RangePartitions | ListPartitions | HashPartitions
 
 
 def _sql_literal(value: Any) -> str:
@@ -626,6 +648,7 @@ class Stream:
         """ALTER TABLE … ADD PARTITION: (name, bound) for RANGE, (name, values) for LIST; no row changes."""
         spec = self._partitions[table]
         name, value = partition
+        assert not isinstance(spec, HashPartitions), "ADD PARTITION (…) is for RANGE and LIST"
         if isinstance(spec, RangePartitions):
             definition = "VALUES LESS THAN " + ("MAXVALUE" if value is None else f"({_sql_literal(value)})")
             self._partitions[table] = RangePartitions(spec.column, (*spec.bounds, partition))

@@ -220,6 +220,9 @@ def partition_predicate(rows: PartitionRows) -> Column:
             if clause.high is not None:
                 parts.append(column < literal(clause.high))
             return F.coalesce(reduce(lambda a, b: a & b, parts), F.lit(False))
+        if isinstance(clause, partitions.HashRemainder):
+            remainder = F.abs(column % F.lit(clause.modulus)) == F.lit(clause.remainder)
+            return F.coalesce(remainder, F.lit(False))
         return ~any_of(clause.clauses)
 
     def any_of(clauses: tuple[partitions.Clause, ...]) -> Column:

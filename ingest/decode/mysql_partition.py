@@ -74,6 +74,7 @@ class NoRowChange:
     """COALESCE PARTITION (HASH/KEY): rows move between partitions of the same table, none change."""
 
     what: str
+    recounts: bool = False  # changes the number of HASH/KEY partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +220,12 @@ class _Reader:
 
     # -- PARTITION BY ---------------------------------------------------------------------------------
     def partition_by(self) -> PartitionBy:
-        self.accept("LINEAR")
+        linear = self.accept("LINEAR")
         method = self.take("RANGE", "LIST", "HASH", "KEY")
-        if method.upper() in ("HASH", "KEY"):
+        if method.upper() == "KEY" or linear:
+            what = "LINEAR " * linear + method.upper()
             return PartitionBy(
-                method.upper(),
-                unsupported=f"PARTITION BY {method.upper()}: the mirror does not compute TiDB's hashing",
+                method.upper(), unsupported=f"PARTITION BY {what}: the mirror does not compute TiDB's hashing"
             )
         columns_form = self.accept("COLUMNS")
         self.take("(")
@@ -246,6 +247,8 @@ class _Reader:
                 method.upper(),
                 unsupported=f"PARTITION BY {method.upper()} on the {what} {spelled}, not on one column",
             )
+        if method.upper() == "HASH":
+            return self.hash_partitions(expression[0])
         if self.peek() in ("INTERVAL", "PARTITIONS", "SUBPARTITION"):
             return PartitionBy(method.upper(), unsupported=f"PARTITION BY {method.upper()} … {self.peek()}")
         self.take("(")
@@ -254,6 +257,27 @@ class _Reader:
             partitions.append(self.partition_def(method.upper()))
         self.take(")")
         return PartitionBy(method.upper(), expression[0], tuple(partitions))
+
+    def hash_partitions(self, column: str) -> PartitionBy:
+        """``PARTITIONS n`` (named p0 … pn-1) and/or ``(PARTITION name [options], …)``."""
+        count = int(self.take()) if self.accept("PARTITIONS") and self.peek().isdigit() else None
+        names: list[str] = []
+        if self.accept("("):
+            while True:
+                self.take("PARTITION")
+                names.append(self.name())
+                while not self.at_end() and self.peek() not in (",", ")"):
+                    self.skip_group() if self.peek() == "(" else self.take()
+                if not self.accept(","):
+                    break
+            self.take(")")
+        if self.peek() == "SUBPARTITION":
+            return PartitionBy("HASH", unsupported="PARTITION BY HASH … SUBPARTITION")
+        if not names and count is not None:
+            names = [f"p{i}" for i in range(count)]
+        if not names or (count is not None and count != len(names)):
+            raise _Unreadable("the number of HASH partitions")
+        return PartitionBy("HASH", column, tuple(PartitionDef(n) for n in names))
 
     def partition_def(self, method: str) -> PartitionDef:
         self.take("PARTITION")
@@ -304,7 +328,7 @@ class _Reader:
         if upper in ("EXCHANGE", "REORGANIZE"):
             return self.unapplicable(upper)
         if upper == "COALESCE":
-            return NoRowChange("COALESCE PARTITION")
+            return NoRowChange("COALESCE PARTITION", recounts=True)
         if upper == "LAST" and self.peek() == "PARTITION":
             return NoRowChange("LAST PARTITION (adds interval partitions)")
         if upper == "PARTITION" and self.peek(1) in ("PLACEMENT", "ATTRIBUTES"):
@@ -325,7 +349,7 @@ class _Reader:
                 self.take("NOT")
                 self.take("EXISTS")
             if self.accept("PARTITIONS"):
-                return NoRowChange("ADD PARTITION PARTITIONS n")
+                return NoRowChange("ADD PARTITION PARTITIONS n", recounts=True)
             self.take("(")
             start = self.index
             try:

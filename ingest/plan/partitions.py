@@ -1,9 +1,11 @@
 """A table's partition definition as the mirror records it, and which rows a partition holds. Pure.
 
-Only RANGE / RANGE COLUMNS / LIST / LIST COLUMNS on one column of an integer, DATE or DATETIME type are
-followed. String columns are not: which partition a string falls in depends on its collation (PAD SPACE,
-case folding), which the mirror cannot reproduce exactly; HASH and KEY need TiDB's hash functions. Such
-tables are recorded as ``unsupported``: their rows are mirrored, but a TRUNCATE/DROP PARTITION stops.
+Followed: RANGE / RANGE COLUMNS / LIST / LIST COLUMNS on one column of an integer, DATE or DATETIME type,
+and HASH on one signed integer column (TiDB puts a row in partition ``|value mod n|``, NULL in the first;
+``locateHashPartition`` in TiDB's table/tables/partition.go). Not followed: string columns (which partition
+a string falls in depends on its collation: PAD SPACE, case folding), KEY and LINEAR HASH (TiDB's own hash
+functions), BIGINT UNSIGNED under HASH (TiDB reads the bits as a signed number). Such tables are recorded as
+``unsupported``: their rows are mirrored, but a TRUNCATE/DROP PARTITION stops.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import orjson
 from ingest.decode.mysql_partition import PartitionBy, PartitionDef
 from ingest.model import ColumnKind, TableSchema
 
-RANGE, LIST, NONE, UNSUPPORTED = "range", "list", "none", "unsupported"
+RANGE, LIST, HASH, NONE, UNSUPPORTED = "range", "list", "hash", "none", "unsupported"
 INTEGER, DATE, DATETIME = "integer", "date", "datetime"
 
 _KINDS = {
@@ -53,7 +55,7 @@ class Partitioning:
 
     @property
     def followed(self) -> bool:
-        return self.method in (RANGE, LIST)
+        return self.method in (RANGE, LIST, HASH)
 
     def find(self, name: str) -> Partition | None:
         return next((p for p in self.partitions if p.name.lower() == name.lower()), None)
@@ -110,6 +112,11 @@ def from_clause(partition_by: PartitionBy | None, schema: TableSchema) -> Partit
             f"partitions on the {column.type} column {column.name} (followed for integer, DATE and DATETIME "
             "columns only: string partitions depend on the collation)"
         )
+    if partition_by.method == "HASH":
+        if kind != INTEGER or (column.type.kind is ColumnKind.BIGINT and column.type.unsigned):
+            return unsupported(f"PARTITION BY HASH on the {column.type} column {column.name}")
+        names = tuple(Partition(p.name) for p in partition_by.partitions)
+        return Partitioning(HASH, column.name, kind, names)
     method = RANGE if partition_by.method == "RANGE" else LIST
     base = Partitioning(method, column.name, kind)
     return add(base, partition_by.partitions)
@@ -119,6 +126,8 @@ def add(partitioning: Partitioning, definitions: tuple[PartitionDef, ...]) -> Pa
     """ADD PARTITION: the definitions appended (those whose name is already there were added before)."""
     if not partitioning.followed:
         return partitioning
+    if partitioning.method == HASH:
+        return unsupported("ADD PARTITION (…) on a HASH partitioning")
     partitions = list(partitioning.partitions)
     for definition in definitions:
         if partitioning.find(definition.name) is not None:
@@ -187,13 +196,21 @@ class InValues:
 
 
 @dataclass(frozen=True, slots=True)
+class HashRemainder:
+    """``|value mod modulus| = remainder`` (the sign of ``value mod n`` follows ``value``)."""
+
+    modulus: int
+    remainder: int
+
+
+@dataclass(frozen=True, slots=True)
 class NoneOf:
     """Rows none of ``clauses`` takes (NULL-safe): LIST's DEFAULT partition."""
 
     clauses: tuple[Clause, ...]
 
 
-Clause = IsNull | InRange | InValues | NoneOf
+Clause = IsNull | InRange | InValues | HashRemainder | NoneOf
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +234,9 @@ def rows_of(partitioning: Partitioning, names: tuple[str, ...]) -> PartitionRows
 
 def _clauses(partitioning: Partitioning, index: int) -> list[Clause]:
     partition = partitioning.partitions[index]
+    if partitioning.method == HASH:
+        count = len(partitioning.partitions)
+        return [HashRemainder(count, index), *([IsNull()] if index == 0 else [])]
     if partitioning.method == RANGE:
         low = partitioning.partitions[index - 1].bound if index else None
         # MySQL and TiDB put NULL (below every value) into the first RANGE partition.

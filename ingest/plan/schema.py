@@ -346,6 +346,11 @@ def _plan_partition_ddl(
     if existing_columns is None:
         return [RecordOnly(f"{table} does not exist in the mirror")]
     if isinstance(action, mp.NoRowChange):
+        if action.recounts and current is not None and current.method == partitions.HASH:
+            # Rows move between HASH partitions; which names they then have is not followed.
+            return [
+                SetPartitioning(table, partitions.unsupported(f"HASH partitions recounted by {action.what}"))
+            ]
         return [RecordOnly(f"{action.what} changes no rows")]
     if isinstance(action, mp.Repartition):
         if action.partition_by is None:
@@ -378,6 +383,8 @@ def _plan_partition_ddl(
     if not current.followed:
         return [Reject(f"{what}, but the mirror cannot tell which rows those are: {current.reason}; {todo}")]
     missing = [n for n in names if current.find(n) is None]
+    if isinstance(action, mp.DropPartitions) and current.method == partitions.HASH:
+        return [Reject(f"{what}, but DROP PARTITION does not apply to HASH partitions; {todo}")]
     if isinstance(action, mp.TruncatePartitions) and missing:
         return [Reject(f"{what}, but the recorded definition has no partition {', '.join(missing)}; {todo}")]
     if current.column not in existing_columns:

@@ -8,7 +8,7 @@ from ingest.decode import mysql_partition as mp
 from ingest.decode.mysql_ddl import CreateTable, PartitionDdl, parse_ddl
 from ingest.model import DdlEvent, Position, TableId
 from ingest.plan import partitions
-from ingest.plan.partitions import InRange, InValues, IsNull, NoneOf, Partition, Partitioning
+from ingest.plan.partitions import HashRemainder, InRange, InValues, IsNull, NoneOf, Partition, Partitioning
 from ingest.plan.schema import (
     CreateTable as PlannedCreate,
 )
@@ -59,6 +59,9 @@ def holds(rows: partitions.PartitionRows, value: object) -> bool:
                 and (c.low is None or int(str(value)) >= int(c.low))
                 and (c.high is None or int(str(value)) < int(c.high))
             )
+        if isinstance(c, HashRemainder):
+            # TiDB: ret = value % n (Go: the sign of value), then -ret if negative.
+            return value is not None and abs(int(str(value))) % c.modulus == c.remainder
         assert isinstance(c, NoneOf)
         return not any(clause(x) for x in c.clauses)
 
@@ -92,7 +95,8 @@ def test_an_unpartitioned_create_table_is_known_as_such():
 @pytest.mark.parametrize(
     ("clause", "why"),
     [
-        ("PARTITION BY HASH(`id`) PARTITIONS 4", "HASH"),
+        ("PARTITION BY LINEAR HASH(`id`) PARTITIONS 4", "LINEAR HASH"),
+        ("PARTITION BY HASH(`d`) PARTITIONS 4", "HASH on the date column d"),
         ("PARTITION BY KEY(`id`) PARTITIONS 4", "KEY"),
         ("PARTITION BY RANGE (YEAR(`d`)) (PARTITION p0 VALUES LESS THAN (2000))", "expression YEAR(d)"),
         ("PARTITION BY RANGE COLUMNS(id, d) (PARTITION p0 VALUES LESS THAN (1, '2000-01-01'))", "columns"),
@@ -117,7 +121,7 @@ def test_definitions_the_mirror_cannot_follow_are_recorded_with_the_reason(claus
             mp.AddPartitions((mp.PartitionDef("p3", bound="40"), mp.PartitionDef("p4", values=("-1",)))),
         ),
         ("ALTER TABLE pt REMOVE PARTITIONING", mp.Repartition(None)),
-        ("ALTER TABLE pt COALESCE PARTITION 2", mp.NoRowChange("COALESCE PARTITION")),
+        ("ALTER TABLE pt COALESCE PARTITION 2", mp.NoRowChange("COALESCE PARTITION", recounts=True)),
     ],
 )
 def test_partition_ddl_forms(sql, action):
@@ -197,7 +201,9 @@ def test_add_partition_extends_the_definition_once():
     [
         (None, "ALTER TABLE pt TRUNCATE PARTITION p0", "never saw the table's CREATE TABLE"),
         (partitions.NOT_PARTITIONED, "ALTER TABLE pt DROP PARTITION p0", "not partitioned"),
-        (partitions.unsupported("PARTITION BY HASH"), "ALTER TABLE pt TRUNCATE PARTITION p0", "HASH"),
+        (partitions.unsupported("PARTITION BY KEY"), "ALTER TABLE pt TRUNCATE PARTITION p0", "KEY"),
+        (Partitioning("hash", "id", "integer", (Partition("p0"), Partition("p1"))),
+         "ALTER TABLE pt DROP PARTITION p0", "does not apply to HASH"),
         (Partitioning("range", "id", "integer", (Partition("p0", "1"),)),
          "ALTER TABLE pt TRUNCATE PARTITION p9", "no partition p9"),
         (None, "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE s.other", "cannot see"),
@@ -215,3 +221,19 @@ def test_partition_ddl_the_mirror_cannot_apply_stops_and_skip_does_not_pass_it(c
 
 def test_partition_ddl_belongs_to_its_table():
     assert affected_tables(event("ALTER TABLE `s`.`pt` TRUNCATE PARTITION p0"), []) == [T]
+
+
+def test_hash_partitions_hold_the_absolute_remainder_and_the_first_one_null():
+    definition = planned_partitioning(f"CREATE TABLE `s`.`pt` {COLUMNS} PARTITION BY HASH(`id`) PARTITIONS 3")
+    assert [p.name for p in definition.partitions] == ["p0", "p1", "p2"]
+    values = (None, -7, -4, -3, 0, 1, 4, 5, 2**31 - 1)
+    assert [v for v in values if holds(partitions.rows_of(definition, ("p0",)), v)] == [None, -3, 0]
+    assert [v for v in values if holds(partitions.rows_of(definition, ("p1",)), v)] == [
+        -7,
+        -4,
+        1,
+        4,
+        2**31 - 1,
+    ]
+    (change,) = plan("ALTER TABLE pt COALESCE PARTITION 1", definition)
+    assert isinstance(change, SetPartitioning) and change.partitioning.method == "unsupported"

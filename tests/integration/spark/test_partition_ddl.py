@@ -19,7 +19,7 @@ from ingest.config import LoadConfig
 from ingest.errors import SchemaChangeRejected
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
-from ingest.sample import ListPartitions, RangePartitions, Stream
+from ingest.sample import HashPartitions, ListPartitions, RangePartitions, Stream
 
 P = TableId("app", "p")
 CREATE = "CREATE TABLE `app`.`p` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))"
@@ -109,6 +109,30 @@ def test_list_columns_partitions_on_a_date_column(spark, run, lake):
     run(s, protocol="simple")
     assert delta_rows(spark, str(lake), e) == expected_rows(s, e, s.tso(4))
     assert columns(spark, lake, e) == [("id", "int"), ("day", "date")]
+
+
+def test_truncate_partition_of_a_hash_partitioned_table(spark, run, lake):
+    h = TableId("app", "h")
+    s = Stream(topic="cdc", partitions=2)
+    s.create_table(
+        "CREATE TABLE `app`.`h` (`id` bigint(20) NOT NULL, `v` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))",
+        s.tso(1),
+        partitions=HashPartitions("id", 3),
+    )
+    for n, k in enumerate((-7, -4, -3, 0, 1, 2, 4, 5, 9_000_000_000_000_000_001)):
+        s.insert(h, {"id": k, "v": f"v{n}"}, s.tso(2))
+    s.truncate_partition(h, ["p1"], s.tso(3))
+    s.watermark(s.tso(3))
+    run(s)
+    assert delta_rows(spark, str(lake), h) == expected_rows(s, h, s.tso(3))
+    assert sorted(k for (k,) in expected_rows(s, h, s.tso(3))) == [-3, 0, 2, 5]  # the model's own view
+    s.insert(h, {"id": 7, "v": "later"}, s.tso(4))
+    s.truncate_partition(h, ["p0", "p2"], s.tso(5))
+    s.insert(h, {"id": 10, "v": "last"}, s.tso(6))
+    s.watermark(s.tso(6))
+    run(s)
+    assert delta_rows(spark, str(lake), h) == expected_rows(s, h, s.tso(6))
+    assert columns(spark, lake, h) == [("id", "bigint"), ("v", "string")]
 
 
 @pytest.mark.parametrize(
