@@ -6,8 +6,9 @@ rows (an UPDATE or DELETE on an empty table makes no commit): a DDL must never b
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import reduce
 
@@ -279,7 +280,7 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
                 f"('{PROPERTY_KEY_COLUMNS}' = {_sql_string(orjson.dumps(key).decode())})"
             )
         if info.partitioning is not None and info.partitioning.column == old:
-            _set_partitioning(spark, path, replace(info.partitioning, column=new))
+            _set_partitioning(spark, path, dataclasses.replace(info.partitioning, column=new))
 
 
 def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:

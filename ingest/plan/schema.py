@@ -251,11 +251,11 @@ def plan_schema_changes(
                     "rows cannot be merged exactly"
                 )
             ]
-        partitioning = partitions.from_clause(statement.partition_by, statement.schema)
+        defined = partitions.from_clause(statement.partition_by, statement.schema)
         if existing_columns is None:
-            return [CreateTable(statement.table, statement.schema, partitioning)]
+            return [CreateTable(statement.table, statement.schema, defined)]
         if retired:
-            return [CreateTableReplacing(statement.table, statement.schema, partitioning)]
+            return [CreateTableReplacing(statement.table, statement.schema, defined)]
         return [RecordOnly(f"{statement.table} already exists")]
     if isinstance(statement, mysql_ddl.TruncateTable):
         return [Truncate(statement.table)]
