@@ -31,11 +31,12 @@ from typing import Protocol
 import orjson
 
 from ingest.decode import canal_json as cj
+from ingest.decode import simple as sp
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, ColumnType, TableId
 
 # Wire details shared with the sample generator, so both streams are encoded by one set of rules.
-from ingest.sample import _mysql_type_text, _sql_type_code
+from ingest.sample import Stream, _mysql_type_text, _simple_avro_bytes, _sql_type_code
 
 Value = int | str | None
 
@@ -272,7 +273,84 @@ class CanalJsonEncoder:
         )
 
 
-ENCODERS: Mapping[str, Callable[[], Encoder]] = {cj.PROTOCOL: CanalJsonEncoder}
+_SIMPLE_TYPE = {Op.INSERT: sp.TYPE_INSERT, Op.UPDATE: sp.TYPE_UPDATE, Op.DELETE: sp.TYPE_DELETE}
+# Simple Avro carries integer columns as longs and every other kind used here as its wire text (§3.8).
+_AVRO_LONG = (ColumnKind.BIGINT, ColumnKind.INT)
+
+
+class SimpleEncoder:
+    """The Simple protocol, JSON or Avro, message for message as ``ingest.sample.Stream`` writes it.
+
+    DDL messages come from an upstream model of the tables (``Stream``), so their table schemas are the
+    model's; rows and watermarks are built here, with the same keys in the same order, and encoded by the
+    model's own functions. Differences from TiCDC's queueing, on purpose: no BOOTSTRAP ahead of a table's
+    first row (the CREATE TABLE in the stream announces the same schema).
+    """
+
+    ddl_on_every_partition = True  # Simple sends DDLs to every partition (§3.4)
+
+    def __init__(self, encoding: str = "json") -> None:
+        self._avro = encoding == "avro"
+        self._model = Stream(protocol=sp.PROTOCOL, encoding=encoding, partitions=1)
+        self._static: dict[TableId, tuple[int, int]] = {}  # table -> (tableID, schemaVersion)
+        self._render: dict[TableId, list[Callable[[Value], object]]] = {}
+
+    def _encode(self, message: Mapping[str, object]) -> bytes:
+        return _simple_avro_bytes(message) if self._avro else orjson.dumps(message)
+
+    def create_table(self, table: TableDef, ts: int) -> bytes:
+        self._model.create_table(table.create_sql, ts)
+        value = base64.b64decode(self._model.records[-1]["value"])
+        # Rows name the table's id among all tables the model knows, and the version its last DDL set.
+        tables = sorted(self._model._tables)
+        for known in tables:
+            self._static[known] = (100 + tables.index(known), self._model._versions.get(known, 1))
+        render: list[Callable[[Value], object]] = []
+        for kind in table.kinds:
+            text = _CANAL_TEXT[kind]  # Simple's JSON text equals Canal-JSON's for these kinds
+            if not self._avro:
+                render.append(text)
+            elif kind in _AVRO_LONG:
+                render.append(lambda v: None if v is None else ("long", v))
+            else:
+                render.append(lambda v, text=text: None if v is None else ("string", text(v)))  # type: ignore[misc]
+        self._render[table.table] = render
+        return value
+
+    def row(
+        self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
+    ) -> bytes:
+        table_id, version = self._static[table.table]
+        render, names = self._render[table.table], table.names
+        message: dict[str, object] = {
+            "version": 1, "database": table.table.schema, "table": table.table.table, "tableID": table_id,
+            "type": _SIMPLE_TYPE[op], "commitTs": ts, "buildTs": (ts >> 18) + 3, "schemaVersion": version,
+        }  # fmt: skip
+        image = {n: r(v) for n, r, v in zip(names, render, data, strict=True)}
+        if op is Op.DELETE:
+            message["old"] = image
+        else:
+            message["data"] = image
+            if old is not None:
+                message["old"] = {n: r(v) for n, r, v in zip(names, render, old, strict=True)}
+        return self._encode(message)
+
+    def watermark(self, ts: int) -> bytes:
+        return self._encode(
+            {"version": 1, "type": sp.TYPE_WATERMARK, "commitTs": ts, "buildTs": (ts >> 18) + 5}
+        )
+
+
+SIMPLE_AVRO = "simple-avro"
+ENCODERS: Mapping[str, Callable[[], Encoder]] = {
+    cj.PROTOCOL: CanalJsonEncoder,
+    sp.PROTOCOL: SimpleEncoder,
+    SIMPLE_AVRO: lambda: SimpleEncoder("avro"),
+}
+
+
+def _ddl_everywhere(encoder: Encoder) -> bool:
+    return bool(getattr(encoder, "ddl_on_every_partition", False))
 
 
 # -- the generator ---------------------------------------------------------------------------------------
@@ -357,7 +435,7 @@ class Workload:
 
     # -- phases ----------------------------------------------------------------------------------------
     def create_tables(self, *, preloaded: int = 0, preload_from: int = 0, first_new_key: int = 0) -> None:
-        """CREATE TABLE for every table (partition 0), then a watermark.
+        """CREATE TABLE for every table (partition 0, or every partition for Simple), then a watermark.
 
         ``preloaded`` rows (keys ``preload_from`` up to ``preload_from + preloaded - 1``) are taken to exist
         already, with :func:`preloaded_value` values; new keys start at the larger of ``first_new_key`` and
@@ -370,7 +448,9 @@ class Workload:
             state.next_key = max(hi, first_new_key)
             state.live = list(range(lo, hi))
             state.slot = {k: i for i, k in enumerate(state.live)}
-            self._append(0, self.encoder.create_table(state.definition, ts))
+            value = self.encoder.create_table(state.definition, ts)
+            for partition in range(self.spec.partitions if _ddl_everywhere(self.encoder) else 1):
+                self._append(partition, value)
             self._log("create", index, 0, (), ts, 0)
         self.watermark()
 
