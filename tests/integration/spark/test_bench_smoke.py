@@ -21,9 +21,13 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
     for label in ("Cores", "RAM", "CPU", "Python", "Java", "Spark", "Delta"):
         assert re.search(rf"^\| {label} \| \S", text, re.M), label
     assert "`from_json` with the envelope schema alone" in text
-    assert re.search(r"^\| canal-json \| [\d,]+ \| [\d,]+ \(orjson\) \| [\d.]+x \|$", text, re.M)
-    assert "| simple | not measured: `ingest.workload` has no Simple encoder yet |" in text
-    assert "| avro | not yet decodable by the product |" in text
+    for protocol, limit in (
+        ("canal-json", "orjson"),
+        (r"simple \(JSON\)", "orjson"),
+        (r"simple \(Avro\)", "fastavro"),
+    ):
+        row = rf"^\| {protocol} \| [\d,]+ \| [\d,]+ \| [\d,]+ / [\d,]+ \({limit}\) \| [\d.]+x \| [\d.]+x \|$"
+        assert re.search(row, text, re.M), protocol
     # One apply row per configured run, each with its event count and a ratio to the plain append.
     for run_spec in sizes.mixes.split(","):
         mix, keys = run_spec.split(":")
