@@ -43,11 +43,21 @@ def read_buffer(spark: SparkSession, state_path: str, stream_id: str) -> DataFra
     )
 
 
-def replace_buffer(spark: SparkSession, state_path: str, stream_id: str, pending: DataFrame) -> None:
-    """Make the stream's buffer hold exactly ``pending`` (Kafka-shaped rows): one atomic Delta commit."""
+def replace_buffer(
+    spark: SparkSession, state_path: str, stream_id: str, pending: DataFrame, count: int | None = None
+) -> None:
+    """Make the stream's buffer hold exactly ``pending`` (Kafka-shaped rows): one atomic Delta commit.
+
+    ``count``: how many rows ``pending`` holds, when known. Nothing to hold and no buffer table yet: no
+    table is created (reading an absent buffer gives nothing, as an empty one would).
+    """
     rows = pending.select(F.lit(stream_id).alias("stream_id"), *MESSAGE_COLUMNS)
     path = buffer_path(state_path)
-    DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
+    exists = DeltaTable.isDeltaTable(spark, path)
+    if count == 0 and not exists:
+        return
+    if not exists:
+        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
     (
         rows.write.format("delta")
         .mode("overwrite")

@@ -138,6 +138,7 @@ def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
             watermarks=committed.watermarks,
             tables=states,
             pending_rows=committed.pending_rows,
+            buffered=committed.buffered,
         ),
     )
     result.seconds = time.monotonic() - started

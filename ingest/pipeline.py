@@ -198,7 +198,11 @@ def process_batch(
         return converge.process_batch(spark, messages, config, committed)
     started = time.monotonic()
     run_id = committed.run_id + 1
-    buffered = buffer.read_buffer(spark, config.state_path, config.stream_id)
+    # A buffer the last run left empty is not read: a crash after a later buffer write but before its
+    # progress re-reads that run's input anyway, from the resume offsets the empty buffer goes with.
+    buffered = (
+        None if committed.buffered == 0 else buffer.read_buffer(spark, config.state_path, config.stream_id)
+    )
     if buffered is not None:
         messages = messages.unionByName(buffered).dropDuplicates(["topic", "partition", "offset"])
     decoded = _decode(spark, messages, config).persist()
@@ -247,8 +251,8 @@ def _process(
     run_id: int,
     started: float,
 ) -> BatchResult:
-    _stop_on_fatal(decoded, config.protocol)
     ranges = _partition_ranges(decoded)
+    _stop_on_fatal(ranges, config.protocol)
     records = sum(r.records for r in ranges.values())
     _check_partitions(config, ranges, committed, check_late=not config.offset_order)
     bad = sum(r.bad for r in ranges.values())
@@ -321,12 +325,14 @@ def _process(
     _check_bad_ratio(config, bad + conversion_bad, records)
 
     pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
-    pending_rows = _pending_rows(pending)
+    pending_rows, pending_records = _pending_counts(pending)
     for table, count in pending_rows.items():
         reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
         reports[table].pending = count
     # Everything read is now applied, quarantined or buffered: the read position moves past all of it.
-    buffer.replace_buffer(spark, config.state_path, config.stream_id, pending)
+    # An empty buffer that stays empty needs no commit.
+    if pending_records or committed.buffered != 0:
+        buffer.replace_buffer(spark, config.state_path, config.stream_id, pending, pending_records)
     resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
     new_progress = progress.Progress(
         run_id=run_id,
@@ -335,6 +341,7 @@ def _process(
         watermarks=watermark_by_partition,
         tables=states,
         pending_rows=pending_rows,
+        buffered=pending_records,
     )
     if config.protocol is Protocol.SIMPLE:
         # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
@@ -378,13 +385,12 @@ def quarantine_undecodable(
     logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
 
 
-def _stop_on_fatal(decoded: DataFrame, protocol: Protocol) -> None:
-    fatal = decoded.where(F.col("kind") == KIND_FATAL).select("topic", "partition", "offset", "error").first()
-    if fatal is not None:
-        position = Position(fatal["topic"], fatal["partition"], fatal["offset"])
-        raise ConfigError(
-            f"{protocol.value}: {fatal['error']} (first seen at {position}); nothing was applied"
-        )
+def _stop_on_fatal(ranges: dict[PartitionId, _PartitionRead], protocol: Protocol) -> None:
+    fatal = sorted(((p, r.fatal) for p, r in ranges.items() if r.fatal is not None), key=lambda x: x[0])
+    if fatal:
+        partition, (offset, error) = fatal[0]
+        position = Position(partition.topic, partition.partition, offset)
+        raise ConfigError(f"{protocol.value}: {error} (first seen at {position}); nothing was applied")
 
 
 @dataclass(frozen=True)
@@ -396,10 +402,12 @@ class _PartitionRead:
     bad: int
     min_dml_ts: int | None
     bytes: int = 0
+    fatal: tuple[int, str] | None = None  # the first record that stops the stream: offset, why
 
 
 def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
-    """Per partition: last offset read, records read, bad (quarantined) records, smallest DML commit_ts."""
+    """Per partition: last offset read, records read, bad (quarantined) records, smallest DML commit_ts,
+    and the first fatal record; one pass over the decoded batch."""
     rows = (
         decoded.groupBy("topic", "partition")
         .agg(
@@ -408,6 +416,7 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
             F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"),
             F.min(F.when(F.col("kind") == KIND_DML, F.col("commit_ts"))).alias("min_ts"),
             F.sum(F.length("value")).alias("bytes"),
+            F.min(F.when(F.col("kind") == KIND_FATAL, F.struct("offset", "error"))).alias("fatal"),
         )
         .collect()
     )
@@ -421,8 +430,9 @@ def _partition_ranges(decoded: DataFrame) -> dict[PartitionId, _PartitionRead]:
             continue
         min_ts = None if row["min_ts"] is None else int(row["min_ts"])
         pid = PartitionId(row["topic"], int(row["partition"]))
+        fatal = None if row["fatal"] is None else (int(row["fatal"]["offset"]), str(row["fatal"]["error"]))
         result[pid] = _PartitionRead(
-            int(row["last"]), int(row["n"]), int(row["bad"]), min_ts, int(row["bytes"] or 0)
+            int(row["last"]), int(row["n"]), int(row["bad"]), min_ts, int(row["bytes"] or 0), fatal
         )
     return result
 
@@ -829,10 +839,12 @@ def _apply_segment(
     rows = segment_rows(dml, segment)
     if config.offset_order:
         rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
-    if not simple:
-        # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
-        _add_columns_seen_in_dml(spark, config, path, table, in_range, rows, state, run_id)
     info = apply_schema.table_info(spark, path)
+    # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
+    if not simple and _add_columns_seen_in_dml(
+        spark, config, path, info, table, in_range, rows, state, run_id
+    ):
+        info = apply_schema.table_info(spark, path)
     schema, key = info.schema, info.key
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
@@ -959,21 +971,24 @@ def _add_columns_seen_in_dml(
     spark: SparkSession,
     config: IngestConfig,
     path: str,
+    info: apply_schema.TableInfo,
     table: TableId,
     signatures: list[TableSignature],
     rows: DataFrame,
     state: TableState,
     run_id: int,
-) -> None:
+) -> bool:
     """Fallback: a DML names a column no DDL added (e.g. the DDL predates the stream); add it as nullable.
 
     Signatures only bound their rows' commit_ts coarsely, so a column they mention is added only if a row
     of this very segment carries it: otherwise a column dropped and re-added later could come back early.
+    True when a column was added (``info`` is then out of date).
     """
-    existing = set(apply_schema.table_info(spark, path).columns)
+    existing = set(info.columns)
     candidates = {c.name for s in signatures for c in _columns_from_signature(s)} - existing
     if not candidates:
-        return
+        return False
+    added = False
     names = F.explode(F.map_keys("data")).alias("name")
     present = {
         r["name"] for r in rows.select(names).where(F.col("name").isin(*candidates)).distinct().collect()
@@ -991,12 +1006,19 @@ def _add_columns_seen_in_dml(
                 state_to_metadata(state, run_id=run_id, step=f"add {column.name} from DML", consistent=False),
             )
             existing.add(column.name)
+            added = True
             logger.warning(
                 "%s: added column %s %s seen in DML but announced by no DDL", table, column.name, column.type
             )
+    return added
 
 
-def _pending_rows(pending: DataFrame) -> dict[TableId, int]:
-    """How many rows per table stay pending above G (buffered DDLs are not counted as rows)."""
-    rows = pending.where(F.col("kind") == KIND_DML).groupBy("database", "table").count().collect()
-    return {TableId(r["database"], r["table"] or ""): int(r["count"]) for r in rows if r["table"]}
+def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:
+    """How many rows per table stay pending above G (DDLs are not counted as rows), and how many records
+    in all (rows and DDLs): what the buffer will hold."""
+    rows = pending.groupBy("kind", "database", "table").count().collect()
+    per_table: dict[TableId, int] = defaultdict(int)
+    for r in rows:
+        if r["kind"] == KIND_DML and r["table"]:
+            per_table[TableId(r["database"], r["table"])] += int(r["count"])
+    return dict(per_table), sum(int(r["count"]) for r in rows)

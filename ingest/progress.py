@@ -47,6 +47,9 @@ class Progress:
     watermarks: dict[PartitionId, int] = field(default_factory=dict)
     tables: dict[TableId, TableState] = field(default_factory=dict)
     pending_rows: dict[TableId, int] = field(default_factory=dict)
+    # Records (rows and DDLs) this run left in the buffer; None when unknown (progress written before
+    # this was recorded), which makes the next run read and rewrite the buffer as if it held some.
+    buffered: int | None = None
 
 
 def progress_path(state_path: str) -> str:
@@ -76,6 +79,7 @@ def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progr
         watermarks={_pid(k): int(v) for k, v in state["watermarks"].items()},
         tables={_tid(k): _table_state(v) for k, v in state["tables"].items()},
         pending_rows={_tid(k): int(v) for k, v in state.get("pending_rows", {}).items()},
+        buffered=None if state.get("buffered") is None else int(state["buffered"]),
     )
 
 
@@ -89,6 +93,7 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
             for k, v in sorted(progress.tables.items())
         },
         "pending_rows": {str(k): v for k, v in sorted(progress.pending_rows.items())},
+        "buffered": progress.buffered,
     }
     row = (
         progress.run_id,

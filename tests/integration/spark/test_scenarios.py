@@ -15,6 +15,7 @@ import pytest
 from delta.tables import DeltaTable
 from mirror import delta_rows
 
+from ingest import progress as progress_module
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, SchemaChangeRejected
 from ingest.model import PartitionId, TableId
@@ -274,6 +275,38 @@ def test_25_rows_above_g_are_buffered_durably_and_applied_after_a_restart(spark,
     mirror(spark, newer, tmp_path, lake)
     assert table(spark, lake) == {1: {"id": 1, "v": "a"}}
     assert spark.read.format("delta").load(f"{lake}/_ingest/buffer").count() == 0
+
+
+def test_25_an_empty_buffer_costs_no_commit_and_a_crash_after_a_buffer_write_loses_nothing(
+    spark, tmp_path, monkeypatch
+):
+    lake, s = tmp_path / "lake", stream()
+    dml(s, "INSERT", {"id": 1, "v": "a"}, 110, 0)
+    s.watermark(s.tso(115))
+    mirror(spark, s, tmp_path, lake)
+    assert load_progress(spark, f"{lake}/_ingest", "default").buffered == 0
+    assert not DeltaTable.isDeltaTable(spark, f"{lake}/_ingest/buffer")  # nothing pending, nothing written
+
+    # The next run buffers a row above G, then dies before its progress commit.
+    pending = dml(s, "INSERT", {"id": 2, "v": "b"}, 130, 1)
+    s.watermark(s.tso(120))
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("killed before the progress commit")
+
+    monkeypatch.setattr(progress_module, "commit_progress", killed)
+    with pytest.raises(RuntimeError, match="killed"):
+        mirror(spark, s, tmp_path, lake)
+    monkeypatch.undo()
+    buffered = spark.read.format("delta").load(f"{lake}/_ingest/buffer").collect()
+    assert [(r["partition"], r["offset"]) for r in buffered] == [(1, pending)]
+
+    # The restart reads from the last committed resume offsets, which still hold the row; G passes it.
+    s.watermark(s.tso(135))
+    mirror(spark, s, tmp_path, lake)
+    assert table(spark, lake) == {1: {"id": 1, "v": "a"}, 2: {"id": 2, "v": "b"}}
+    after = load_progress(spark, f"{lake}/_ingest", "default")
+    assert after.buffered == 0 and after.pending_rows == {}
 
 
 def test_26_large_transaction_is_applied_whole(spark, tmp_path):
