@@ -204,8 +204,8 @@ def decode_canal_json(messages: DataFrame, offset_order: bool = False) -> DataFr
     commit_ts = tidb[cj.TIDB_COMMIT_TS]
     if offset_order:
         commit_ts = F.coalesce(commit_ts, F.shiftleft(env[cj.FIELD_ES], TSO_LOGICAL_BITS))
-    kind, error = _classify(is_ddl, typ, is_dml, tidb, data, env, commit_ts, offset_order)
-    return parsed.select(
+    rule, kind, error = _classify(is_ddl, typ, is_dml, tidb, data, env, commit_ts, offset_order)
+    return parsed.select("*", rule.alias(_RULE)).select(
         *MESSAGE_COLUMNS,
         kind.alias("kind"),
         error.alias("error"),
@@ -248,7 +248,7 @@ def _classify(
     env: Column,
     commit_ts: Column,
     offset_order: bool,
-) -> tuple[Column, Column]:
+) -> tuple[Column, Column, Column]:
     without_extension: list[tuple[Column, str, str | Column]] = [
         (
             (is_ddl | is_dml) & tidb.isNull(),
@@ -314,28 +314,32 @@ def decode_simple_json(messages: DataFrame) -> DataFrame:
     ).alias("m")
     env = F.col("m")
     typ = env[sp.FIELD_TYPE]
-    kind, error = _classify_simple(typ, env)
+    rule, kind, error = _classify_simple(typ, env)
     # Simple puts a DELETE's row in "old"; downstream, every change's row image is in "data" (as Canal).
     data = F.when(typ == sp.TYPE_DELETE, env[sp.FIELD_OLD]).otherwise(env[sp.FIELD_DATA])
     old = F.when(typ == sp.TYPE_UPDATE, env[sp.FIELD_OLD])
-    return messages.select("*", m).select(
-        *MESSAGE_COLUMNS,
-        kind.alias("kind"),
-        error.alias("error"),
-        # DDL and BOOTSTRAP messages name their table only inside the table schema (§3.4).
-        F.coalesce(env[sp.FIELD_DATABASE], _schema_field(sp.SCHEMA_DATABASE)).alias("database"),
-        F.coalesce(env[sp.FIELD_TABLE], _schema_field(sp.SCHEMA_TABLE)).alias("table"),
-        typ.alias("type"),
-        env[sp.FIELD_COMMIT_TS].alias("commit_ts"),
-        env[sp.FIELD_SQL].alias("sql"),
-        F.lit(None).cast(T.ArrayType(T.StringType())).alias("pk_names"),
-        F.lit(None).cast(_MAP).alias("mysql_type"),
-        data.alias("data"),
-        old.alias("old"),
-        env[sp.FIELD_SCHEMA_VERSION].alias("schema_version"),
-        env[sp.FIELD_TABLE_SCHEMA].alias("table_schema"),
-        env[sp.FIELD_PRE_TABLE_SCHEMA].alias("pre_table_schema"),
-        env[sp.FIELD_CLAIM_CHECK].alias(CLAIM_CHECK),
+    return (
+        messages.select("*", m)
+        .select("*", rule.alias(_RULE))
+        .select(
+            *MESSAGE_COLUMNS,
+            kind.alias("kind"),
+            error.alias("error"),
+            # DDL and BOOTSTRAP messages name their table only inside the table schema (§3.4).
+            F.coalesce(env[sp.FIELD_DATABASE], _schema_field(sp.SCHEMA_DATABASE)).alias("database"),
+            F.coalesce(env[sp.FIELD_TABLE], _schema_field(sp.SCHEMA_TABLE)).alias("table"),
+            typ.alias("type"),
+            env[sp.FIELD_COMMIT_TS].alias("commit_ts"),
+            env[sp.FIELD_SQL].alias("sql"),
+            F.lit(None).cast(T.ArrayType(T.StringType())).alias("pk_names"),
+            F.lit(None).cast(_MAP).alias("mysql_type"),
+            data.alias("data"),
+            old.alias("old"),
+            env[sp.FIELD_SCHEMA_VERSION].alias("schema_version"),
+            env[sp.FIELD_TABLE_SCHEMA].alias("table_schema"),
+            env[sp.FIELD_PRE_TABLE_SCHEMA].alias("pre_table_schema"),
+            env[sp.FIELD_CLAIM_CHECK].alias(CLAIM_CHECK),
+        )
     )
 
 
@@ -344,7 +348,7 @@ def _schema_field(name: str) -> Column:
     return F.get_json_object(schema, f"$.{name}")
 
 
-def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column]:
+def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column, Column]:
     is_dml = typ.isin(*sp.DML_TYPES)
     commit_ts = env[sp.FIELD_COMMIT_TS]
     rules: list[tuple[Column, str, str | Column]] = [
@@ -381,17 +385,39 @@ def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column]:
     return _fold_rules(rules, typ)
 
 
-def _fold_rules(rules: list[tuple[Column, str, str | Column]], typ: Column) -> tuple[Column, Column]:
-    """The first matching rule decides; no rule: an unknown ``type`` (quarantined)."""
-    kind: Column = F.lit(KIND_BAD)
-    error: Column = F.concat(
-        F.lit('unknown "type" '), F.coalesce(F.concat(F.lit("'"), typ, F.lit("'")), F.lit("null"))
+_RULE = "__rule"
+
+
+def _fold_rules(rules: list[tuple[Column, str, str | Column]], typ: Column) -> tuple[Column, Column, Column]:
+    """The first matching rule decides; no rule: an unknown ``type`` (quarantined).
+
+    Returns the number of the deciding rule (one flat CASE, to be selected as column ``_RULE``), and the
+    kind and error, which read that column. Kind and error as two chains of nested CASEs, each repeating
+    every condition, cost more per record than parsing its JSON.
+    """
+    number: Column = F.when(rules[0][0], F.lit(0))
+    for index, (condition, _, _) in enumerate(rules[1:], start=1):
+        number = number.when(condition, F.lit(index))
+    unknown = len(rules)
+    number = number.otherwise(F.lit(unknown))
+    by_kind: dict[str, list[int]] = {}
+    for index, (_, rule_kind, _) in enumerate(rules):
+        by_kind.setdefault(rule_kind, []).append(index)
+    chosen = F.col(_RULE)
+    kind: Column | None = None
+    for rule_kind, indices in by_kind.items():
+        matches = chosen.isin(*indices)
+        kind = F.when(matches, F.lit(rule_kind)) if kind is None else kind.when(matches, F.lit(rule_kind))
+    assert kind is not None
+    kind = kind.otherwise(F.lit(KIND_BAD))
+    error: Column = F.when(
+        chosen == unknown,
+        F.concat(F.lit('unknown "type" '), F.coalesce(F.concat(F.lit("'"), typ, F.lit("'")), F.lit("null"))),
     )
-    for condition, rule_kind, message in reversed(rules):
-        kind = F.when(condition, F.lit(rule_kind)).otherwise(kind)
-        text = message if isinstance(message, Column) else F.lit(message or None).cast("string")
-        error = F.when(condition, text).otherwise(error)
-    return kind, error
+    for index, (_, _, message) in enumerate(rules):
+        if isinstance(message, Column) or message:
+            error = error.when(chosen == index, message if isinstance(message, Column) else F.lit(message))
+    return number, kind, error.otherwise(F.lit(None).cast("string"))
 
 
 KEY_SCHEMA = "key_schema"
