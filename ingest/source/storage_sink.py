@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from pyspark.errors import AnalysisException
@@ -82,9 +83,22 @@ class DataFile:
         return self.first_offset | LAST_SLOT
 
 
+def _exists(spark: SparkSession, path: str) -> bool:
+    """Ask the file system first: Spark logs a long stack trace before it says a path does not exist."""
+    try:
+        jvm: Any = spark._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+        return bool(fs.exists(hadoop_path))
+    except Exception:  # no JVM gateway (Spark Connect): let the read find out
+        return True
+
+
 def read_checkpoint(spark: SparkSession, input_path: str) -> tuple[str, int] | None:
     """The root as Spark spells its paths, and the metadata file's checkpoint-ts; None if there is none."""
     path = f"{input_path.rstrip('/')}/{METADATA_FILE}"
+    if not _exists(spark, path):
+        return None
     try:
         row = spark.read.format("binaryFile").load(path).select("path", "content").first()
     except AnalysisException:
