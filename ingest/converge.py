@@ -22,7 +22,6 @@ from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText, column_type_of
 from ingest.apply.delta_commit import state_to_metadata
 from ingest.apply.merge import (
-    BAD_COLUMN,
     apply_merge,
     converge_effect,
     key_bounds,
@@ -213,18 +212,7 @@ def _apply_table(
     try:
         bad_count, bounds = key_bounds(changes, info.key)
         if bad_count:
-            quarantine.write(
-                spark,
-                config.state_path,
-                changes.where(F.col(BAD_COLUMN) != "").select(
-                    "*",
-                    F.lit(table.schema).alias("database"),
-                    F.lit(table.table).alias("table"),
-                    F.col(BAD_COLUMN).alias("error"),
-                ),
-                error_class="ConversionError",
-                run_id=run_id,
-            )
+            quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
             report.quarantined += bad_count
         columns = [f.name for f in info.schema.fields]

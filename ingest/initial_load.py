@@ -261,18 +261,7 @@ def _load_rows(
                 run_id=run_id,
             )
         if bad_count:
-            quarantine.write(
-                spark,
-                config.state_path,
-                changes.where(F.col(BAD_COLUMN) != "").select(
-                    "*",
-                    F.lit(tid.schema).alias("database"),
-                    F.lit(tid.table).alias("table"),
-                    F.col(BAD_COLUMN).alias("error"),
-                ),
-                error_class="ConversionError",
-                run_id=run_id,
-            )
+            quarantine.write_unconvertible(spark, config.state_path, changes, tid, run_id)
         total = loaded.rows + loaded.quarantined
         if loaded.quarantined:
             logger.warning("%s: quarantined %d of %d rows of the export", tid, loaded.quarantined, total)

@@ -23,7 +23,6 @@ from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import (
-    BAD_COLUMN,
     apply_merge,
     converge_effect,
     key_bounds,
@@ -851,21 +850,9 @@ def _apply_segment(
     binary = BinaryText.BASE64 if simple else BinaryText.LATIN1
     changes = normalize(rows, schema, key, config.timezone, binary).persist()
     try:
-        bad = changes.where(F.col(BAD_COLUMN) != "")
         bad_count, bounds = key_bounds(changes, key)
         if bad_count:
-            quarantine.write(
-                spark,
-                config.state_path,
-                bad.select(
-                    "*",
-                    F.lit(table.schema).alias("database"),
-                    F.lit(table.table).alias("table"),
-                    F.col(BAD_COLUMN).alias("error"),
-                ),
-                error_class="ConversionError",
-                run_id=run_id,
-            )
+            quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
             report.quarantined += bad_count
         columns = [f.name for f in schema.fields]

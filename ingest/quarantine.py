@@ -12,6 +12,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply.merge import BAD_COLUMN
+from ingest.model import TableId
+
 QUARANTINE_DIR = "quarantine"
 
 SCHEMA = T.StructType(
@@ -82,6 +85,24 @@ def write(
         & F.col("q.error").eqNullSafe(F.col("r.error"))
     )
     target.merge(rows.alias("r"), same).whenNotMatchedInsertAll().execute()
+
+
+def write_unconvertible(
+    spark: SparkSession, state_path: str, changes: DataFrame, table: TableId, run_id: int
+) -> None:
+    """Append the normalized changes of ``table`` whose values do not convert, each with its reason."""
+    write(
+        spark,
+        state_path,
+        changes.where(F.col(BAD_COLUMN) != "").select(
+            "*",
+            F.lit(table.schema).alias("database"),
+            F.lit(table.table).alias("table"),
+            F.col(BAD_COLUMN).alias("error"),
+        ),
+        error_class="ConversionError",
+        run_id=run_id,
+    )
 
 
 def read(spark: SparkSession, state_path: str) -> DataFrame | None:

@@ -18,6 +18,7 @@ from delta.tables import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mirror import delta_rows, expected_rows
+from mutations import BYTE_MUTATION, mutate_bytes
 
 from ingest.cli import main
 from ingest.config import IngestConfig
@@ -274,23 +275,6 @@ def test_writer_schemas_are_registered_under_ticdcs_subjects(schema_registry):
     assert {"tidb_subjects_shop_users-key", "tidb_subjects_shop_users-value"} <= set(subjects)
 
 
-BYTE_MUTATION = st.one_of(
-    st.tuples(st.just("flip"), st.integers(0, 10_000), st.integers(1, 255)),
-    st.tuples(st.just("truncate"), st.integers(0, 10_000)),
-    st.tuples(st.just("insert"), st.integers(0, 10_000), st.binary(min_size=1, max_size=4)),
-)
-
-
-def _mutate(value: bytes, op: tuple) -> bytes:
-    if op[0] == "flip":
-        i = op[1] % max(len(value), 1)
-        return value[:i] + bytes([value[i] ^ op[2]]) + value[i + 1 :] if value else value
-    if op[0] == "truncate":
-        return value[: op[1] % max(len(value), 1)]
-    i = op[1] % (len(value) + 1)
-    return value[:i] + op[2] + value[i:]
-
-
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(
     mutations=st.lists(
@@ -310,7 +294,7 @@ def test_mutated_avro_records_are_quarantined_never_crash(
         record = s.records[index % len(s.records)]
         if record[part] is None:
             continue  # a tombstone's value: nothing to mutate
-        record[part] = base64.b64encode(_mutate(base64.b64decode(record[part]), op)).decode()
+        record[part] = base64.b64encode(mutate_bytes(base64.b64decode(record[part]), op)).decode()
         raw = {k: base64.b64decode(record[k]) if record[k] is not None else None for k in ("key", "value")}
         mutated[(record["topic"], record["partition"], record["offset"])] = (raw["key"], raw["value"])
     s.write(work / "input")

@@ -12,6 +12,7 @@ import base64
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutations import BYTE_MUTATION, mutate_bytes
 
 from ingest.config import IngestConfig
 from ingest.decode.compression import Compression
@@ -27,26 +28,11 @@ PROTOCOLS = [
     ("canal-json", "json", Compression.LZ4),
 ]
 
-BYTE_MUTATION = st.one_of(
-    st.tuples(st.just("flip"), st.integers(0, 10_000), st.integers(1, 255)),
-    st.tuples(st.just("truncate"), st.integers(0, 10_000)),
-    st.tuples(st.just("insert"), st.integers(0, 10_000), st.binary(min_size=1, max_size=4)),
-)
 JSON_VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.just([]), st.just({})
 )
 FIELD_MUTATION = st.tuples(st.just("field"), st.integers(0, 50), JSON_VALUES)
 DROP_FIELD = st.tuples(st.just("drop"), st.integers(0, 50))
-
-
-def _mutate_bytes(value: bytes, op: tuple) -> bytes:
-    if op[0] == "flip":
-        i = op[1] % max(len(value), 1)
-        return value[:i] + bytes([value[i] ^ op[2]]) + value[i + 1 :] if value else value
-    if op[0] == "truncate":
-        return value[: op[1] % max(len(value), 1)]
-    i = op[1] % (len(value) + 1)
-    return value[:i] + op[2] + value[i:]
 
 
 def _mutate_json(value: bytes, op: tuple) -> bytes:
@@ -89,7 +75,7 @@ def test_mutated_messages_are_quarantined_never_crash(spark, tmp_path_factory, p
                 continue
             new = _mutate_json(plain, op)
         else:
-            new = _mutate_bytes(raw, op)
+            new = mutate_bytes(raw, op)
         record["value"] = base64.b64encode(new).decode()
         mutated[(record["partition"], record["offset"])] = new
     work = tmp_path_factory.mktemp("fuzz")
