@@ -32,6 +32,7 @@ def test_registered_schema_is_fetched_by_its_id(schema_registry):
 
     fetched = call(f"{schema_registry}/schemas/ids/{schema_id}")
     assert json.loads(fetched["schema"]) == ORDERS_VALUE
-    assert call(f"{schema_registry}/subjects") == ["cdc_orders-value"]
+    # The registry is shared by the session's tests: other subjects may be there too.
+    assert "cdc_orders-value" in call(f"{schema_registry}/subjects")
     latest = call(f"{schema_registry}/subjects/cdc_orders-value/versions/latest")
     assert (latest["id"], latest["version"]) == (schema_id, 1)
