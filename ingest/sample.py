@@ -475,7 +475,7 @@ class Stream:
     tz_name: str = "UTC"
     start: datetime = datetime(2026, 11, 20, 9, 0, 0, tzinfo=timezone.utc)
     records: list[dict[str, Any]] = field(default_factory=list)
-    _offsets: dict[int, int] = field(default_factory=dict)
+    _offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset per (topic, partition)
     _tables: dict[TableId, _Table] = field(default_factory=dict)
     _changes: list[_Change] = field(default_factory=list)
     _clock_ms: int = 0
@@ -505,11 +505,8 @@ class Stream:
     ) -> int:
         """Append one record to a partition (of the stream's topic, unless given); returns its offset."""
         topic = topic or self.topic
-        offset = (
-            self._offsets.get(partition, 0) if topic == self.topic else self._topic_offset(topic, partition)
-        )
-        if topic == self.topic:
-            self._offsets[partition] = offset + 1
+        offset = self._offsets.get((topic, partition), 0)
+        self._offsets[(topic, partition)] = offset + 1
         self._clock_ms += 7
         self.records.append(
             {
@@ -529,9 +526,6 @@ class Stream:
         else:
             value = orjson.dumps(message)
         return self.append_raw(partition, compress(value, self.compression))
-
-    def _topic_offset(self, topic: str, partition: int) -> int:
-        return sum(1 for r in self.records if r["topic"] == topic and r["partition"] == partition)
 
     def replay(self, partition: int, first_offset: int, last_offset: int, topic: str | None = None) -> None:
         """Re-send records of a partition (TiCDC at-least-once), at new offsets."""
