@@ -464,7 +464,10 @@ def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> Da
         import pyarrow as pa
 
         book = ta.schema_book(schemas)
-        arrow_types = {f.name: f for f in _arrow_fields()}
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        # The Arrow side of _AVRO_DECODED, derived so the two cannot drift apart.
+        arrow_types = {f.name: f for f in to_arrow_schema(_AVRO_DECODED)}
         for batch in batches:
             columns: dict[str, list[Any]] = {f.name: [] for f in _AVRO_DECODED.fields}
             keys = batch.column("key").to_pylist()
@@ -499,23 +502,6 @@ def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> Da
         F.lit(None).cast("string").alias(CLAIM_CHECK),
         KEY_SCHEMA,
     )
-
-
-def _arrow_fields() -> list[Any]:
-    import pyarrow as pa
-
-    text = pa.string()
-    return [
-        pa.field("kind", text),
-        pa.field("error", text),
-        pa.field("database", text),
-        pa.field("table", text),
-        pa.field("type", text),
-        pa.field("commit_ts", pa.int64()),
-        pa.field("data", pa.map_(text, text)),
-        pa.field("schema_version", pa.int64()),
-        pa.field(KEY_SCHEMA, pa.int64()),
-    ]
 
 
 def _decode_avro_row(
