@@ -25,6 +25,11 @@ from ingest.model import PartitionId, TableId, TableState
 
 PROGRESS_DIR = "progress"
 HISTORY_DEPTH = 100
+# A long-running mirror commits a progress row per batch (8,640 a day at a 10 s trigger). Left alone, every
+# load would scan one small file per run ever committed, and slow down without bound. Every COMPACT_EVERY
+# runs the table keeps each stream's newest KEEP_RUNS rows (the lag history) and is compacted.
+COMPACT_EVERY = 100
+KEEP_RUNS = 10_000
 
 SCHEMA = T.StructType(
     [
@@ -61,16 +66,18 @@ def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progr
     path = progress_path(state_path)
     if not DeltaTable.isDeltaTable(spark, path):
         return Progress()
+    # One aggregate, not a sort: a single job whatever the number of rows.
+    newest = F.max_by(F.struct("run_id", "global_watermark", "state"), "run_id")
     row = (
         spark.read.format("delta")
         .load(path)
         .where(F.col("stream_id") == stream_id)
-        .orderBy(F.col("run_id").desc())
-        .select("run_id", "global_watermark", "state")
+        .agg(newest.alias("newest"))
         .first()
     )
-    if row is None:
+    if row is None or row["newest"] is None:
         return Progress()
+    row = row["newest"]
     state = orjson.loads(row["state"])
     return Progress(
         run_id=int(row["run_id"]),
@@ -104,6 +111,19 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
     )
     path = progress_path(state_path)
     spark.createDataFrame([row], SCHEMA).write.format("delta").mode("append").save(path)
+    if progress.run_id % COMPACT_EVERY == 0:
+        compact_progress(spark, state_path, stream_id, progress.run_id)
+
+
+def compact_progress(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> None:
+    """Drop the stream's runs older than its newest KEEP_RUNS and compact the table's small files.
+
+    Runs after the new row is committed, so a crash here loses nothing: the next multiple of COMPACT_EVERY
+    tries again. Other streams' rows are left as they are (each compacts its own when it gets there).
+    """
+    table = DeltaTable.forPath(spark, progress_path(state_path))
+    table.delete((F.col("stream_id") == stream_id) & (F.col("run_id") <= run_id - KEEP_RUNS))
+    table.optimize().executeCompaction()
 
 
 def read_table_state(spark: SparkSession, path: str) -> TableState | None:
