@@ -56,7 +56,7 @@ from ingest.model import (
     tso_to_datetime,
 )
 from ingest.plan import schema as plan_schema
-from ingest.source import files
+from ingest.source import files, with_buffered
 from ingest.spark_decode import (
     CLAIM_CHECK,
     CONTROL_KINDS,
@@ -203,7 +203,7 @@ def process_batch(
         None if committed.buffered == 0 else buffer.read_buffer(spark, config.state_path, config.stream_id)
     )
     if buffered is not None:
-        messages = messages.unionByName(buffered).dropDuplicates(["topic", "partition", "offset"])
+        messages = with_buffered(messages, buffered, committed.resume)
     decoded = _decode(spark, messages, config).persist()
     try:
         return _process(spark, decoded, config, committed, run_id, started)

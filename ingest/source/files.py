@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from ingest.config import InputFormat
 from ingest.model import PartitionId
-from ingest.source import at_or_after, storage_sink
+from ingest.source import at_or_after, once_per_position, storage_sink
 
 LINE_SCHEMA = T.StructType(
     [
@@ -76,7 +76,7 @@ def read_messages(
     )
     if start:
         messages = messages.where(at_or_after(start))
-    return messages.dropDuplicates(["topic", "partition", "offset"])
+    return once_per_position(messages)
 
 
 @dataclass(frozen=True)
