@@ -3,8 +3,8 @@
 ``ingest.sample.Stream`` replays its whole change log on every UPDATE to find the old image, which is
 right for a hundred records and hopeless for a million. ``Workload`` keeps only the current row per key
 and emits the same wire format: one Kafka record per event, rows routed to partitions by key, the CREATE
-TABLE on partition 0, watermarks on every partition. A unit test replays a small workload through
-``Stream`` and expects the same bytes.
+TABLE on partition 0, watermarks on every partition (TiCDC Avro has neither DDL nor watermarks, and a
+topic per table). A unit test replays a small workload through ``Stream`` and expects the same bytes.
 
 Knobs (:class:`WorkloadSpec`): number of tables, row width, operation mix, key distribution, partitions
 and protocol. A protocol is an :class:`Encoder`; adding one means adding an encoder to ``ENCODERS``.
@@ -24,19 +24,30 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+import fastavro
 import orjson
 
+from ingest.config import Protocol as WireProtocol
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
+from ingest.decode import ticdc_avro as ta
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, ColumnType, TableId
 
 # Wire details shared with the sample generator, so both streams are encoded by one set of rules.
-from ingest.sample import Stream, _mysql_type_text, _simple_avro_bytes, _sql_type_code
+from ingest.sample import (
+    Stream,
+    _mysql_type_text,
+    _simple_avro_bytes,
+    _sql_type_code,
+    confluent_frame,
+    ticdc_avro_subject,
+)
 
 Value = int | str | None
 
@@ -159,16 +170,25 @@ class Op(Enum):
     DELETE = "delete"
 
 
-class Encoder(Protocol):
-    """One TiCDC protocol: turns events into Kafka record values."""
+@dataclass(frozen=True, slots=True)
+class Keyed:
+    """A record that names its own topic and key, for protocols that need them (TiCDC Avro)."""
 
-    def create_table(self, table: TableDef, ts: int) -> bytes: ...
+    topic: str
+    key: bytes
+    value: bytes | None  # None: a tombstone
+
+
+class Encoder(Protocol):
+    """One TiCDC protocol: turns events into Kafka record values (None: the protocol sends nothing)."""
+
+    def create_table(self, table: TableDef, ts: int) -> bytes | None: ...
 
     def row(
         self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
-    ) -> bytes: ...
+    ) -> bytes | Keyed: ...
 
-    def watermark(self, ts: int) -> bytes: ...
+    def watermark(self, ts: int) -> bytes | None: ...
 
 
 def _decimal_text(unscaled: Value) -> str | None:
@@ -341,11 +361,124 @@ class SimpleEncoder:
         )
 
 
+class InProcessRegistry:
+    """Hands out schema ids as a Confluent-compatible registry does, with no registry process.
+
+    The decoders take the writer schemas by id (the pipeline's driver fetches them once per batch), so a
+    generated stream only needs ids that map to the texts; :attr:`schemas` is that map.
+    """
+
+    def __init__(self) -> None:
+        self.schemas: dict[int, str] = {}
+        self._ids: dict[str, int] = {}
+
+    def register(self, subject: str, schema: str) -> int:
+        # Confluent gives a schema text one id, whatever the subject it is registered under.
+        found = self._ids.get(schema)
+        if found is None:
+            found = self._ids[schema] = len(self._ids) + 1
+            self.schemas[found] = schema
+        return found
+
+
+def _ticdc_avro_decimal(unscaled: Value) -> Decimal | None:
+    if unscaled is None:
+        return None
+    assert isinstance(unscaled, int)
+    return Decimal(unscaled).scaleb(-DECIMAL_SCALE)  # fastavro writes a Decimal as the unscaled bytes
+
+
+def _same(value: Value) -> Value:
+    return value
+
+
+# What ``ingest.sample.ticdc_avro_value`` makes of these kinds: integers as they are, DECIMAL as a Decimal,
+# the rest as their wire text (the same text as Canal-JSON's).
+_TICDC_AVRO_VALUE: Mapping[ColumnKind, Callable[[Value], object]] = {
+    ColumnKind.BIGINT: _same,
+    ColumnKind.INT: _same,
+    ColumnKind.VARCHAR: _text,
+    ColumnKind.DECIMAL: _ticdc_avro_decimal,
+    ColumnKind.DATETIME: _datetime6_text,
+}
+
+
+@dataclass
+class _AvroTable:
+    topic: str
+    key_schema: dict[str, Any]  # as the model registers it
+    value_schema: dict[str, Any]
+    key_parsed: Any  # as fastavro parsed it: confluent_frame passes it through
+    value_parsed: Any
+    key_columns: tuple[int, ...]
+    render: list[Callable[[Value], object]]
+    # Registered at first use, in the order the model registers them, so a replay gets the same ids.
+    key_id: int | None = None
+    value_id: int | None = None
+
+
+class TicdcAvroEncoder:
+    """TiCDC Avro in the Confluent wire format (§4), record for record as ``Stream(protocol="avro")``.
+
+    The model (``Stream``) holds the tables and gives each its topic, subjects and writer schemas; rows are
+    framed here with those schemas parsed once, by the model's ``confluent_frame``. Ids come from an
+    :class:`InProcessRegistry`. The protocol has no DDL and no watermarks, so ``create_table`` and
+    ``watermark`` send nothing, and a DELETE is a tombstone: the key and no value.
+    """
+
+    def __init__(self, topic: str) -> None:
+        self.registry = InProcessRegistry()
+        self._model = Stream(topic=topic, protocol=TICDC_AVRO, partitions=1, register=self.registry.register)
+        self._tables: dict[TableId, _AvroTable] = {}
+
+    def create_table(self, table: TableDef, ts: int) -> None:
+        self._model.create_table(table.create_sql, ts)
+        key_schema, value_schema = self._model.avro_schemas(table.table)
+        topic = self._model.avro_topic(table.table)
+        key = self._model._tables[table.table].schema.key
+        self._tables[table.table] = _AvroTable(
+            topic=topic,
+            key_schema=key_schema,
+            value_schema=value_schema,
+            key_parsed=fastavro.parse_schema(key_schema),
+            value_parsed=fastavro.parse_schema(value_schema),
+            key_columns=tuple(table.names.index(n) for n in key),
+            render=[_TICDC_AVRO_VALUE[k] for k in table.kinds],
+        )
+
+    def row(
+        self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
+    ) -> Keyed:
+        state = self._tables[table.table]
+        if state.key_id is None:
+            state.key_id = self._model._schema_id(ticdc_avro_subject(state.topic, "key"), state.key_schema)
+        names, render = table.names, state.render
+        key_datum = {names[i]: render[i](data[i]) for i in state.key_columns}
+        key = confluent_frame(state.key_id, state.key_parsed, key_datum)
+        if op is Op.DELETE:
+            return Keyed(state.topic, key, None)
+        if state.value_id is None:
+            subject = ticdc_avro_subject(state.topic, "value")
+            state.value_id = self._model._schema_id(subject, state.value_schema)
+        datum = {n: r(v) for n, r, v in zip(names, render, data, strict=True)}
+        datum.update(
+            _tidb_op=ta.OP_UPDATE if op is Op.UPDATE else ta.OP_INSERT,
+            _tidb_commit_ts=ts,
+            _tidb_commit_physical_time=ts >> TSO_LOGICAL_BITS,
+        )
+        return Keyed(state.topic, key, confluent_frame(state.value_id, state.value_parsed, datum))
+
+    def watermark(self, ts: int) -> None:
+        return None
+
+
 SIMPLE_AVRO = "simple-avro"
-ENCODERS: Mapping[str, Callable[[], Encoder]] = {
-    cj.PROTOCOL: CanalJsonEncoder,
-    sp.PROTOCOL: SimpleEncoder,
-    SIMPLE_AVRO: lambda: SimpleEncoder("avro"),
+TICDC_AVRO = WireProtocol.AVRO.value
+ENCODERS: Mapping[str, Callable[[WorkloadSpec], Encoder]] = {
+    cj.PROTOCOL: lambda spec: CanalJsonEncoder(),
+    sp.PROTOCOL: lambda spec: SimpleEncoder(),
+    SIMPLE_AVRO: lambda spec: SimpleEncoder("avro"),
+    TICDC_AVRO: lambda spec: TicdcAvroEncoder(spec.topic),
 }
 
 
@@ -358,11 +491,13 @@ def _ddl_everywhere(encoder: Encoder) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One Kafka record: where it went and its value."""
+    """One Kafka record: where it went, its value and, for TiCDC Avro, its key and its table's topic."""
 
     partition: int
     offset: int
-    value: bytes
+    value: bytes | None
+    key: bytes | None = None
+    topic: str | None = None  # None: the workload's topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,16 +529,17 @@ class Workload:
     """Generates a TiCDC stream phase by phase, remembering the current upstream rows.
 
     Call :meth:`create_tables`, then any of :meth:`insert_rows` / :meth:`changes`; each phase ends with a
-    watermark on every partition. :meth:`take` returns the records produced since the last call.
+    watermark on every partition (in protocols that have them). :meth:`take` returns the records produced
+    since the last call.
     """
 
     def __init__(self, spec: WorkloadSpec, *, trace: bool = False) -> None:
         self.spec = spec
-        self.encoder = ENCODERS[spec.protocol]()
+        self.encoder = ENCODERS[spec.protocol](spec)
         self.tables = [_TableState(table_def(spec.database, f"t{i}", spec.width)) for i in range(spec.tables)]
         self.trace: list[TraceEntry] | None = [] if trace else None
         self._rng = random.Random(spec.seed)
-        self._offsets = [0] * spec.partitions
+        self._offsets: dict[tuple[str | None, int], int] = {}  # next offset per (topic, partition)
         self._records: list[Record] = []
         self._clock_ms = 0
         self._since_watermark = 0
@@ -419,10 +555,18 @@ class Workload:
     def last_ts(self) -> int:
         return (START_MS + self._clock_ms) << TSO_LOGICAL_BITS
 
-    def _append(self, partition: int, value: bytes) -> None:
-        offset = self._offsets[partition]
-        self._offsets[partition] = offset + 1
-        self._records.append(Record(partition, offset, value))
+    def _append(
+        self, partition: int, value: bytes | None, key: bytes | None = None, topic: str | None = None
+    ) -> None:
+        offset = self._offsets.get((topic, partition), 0)
+        self._offsets[(topic, partition)] = offset + 1
+        self._records.append(Record(partition, offset, value, key, topic))
+
+    @property
+    def writer_schemas(self) -> dict[int, str | None]:
+        """TiCDC Avro: the writer schema text of every id the records name; empty for other protocols."""
+        registry = getattr(self.encoder, "registry", None)
+        return dict(registry.schemas) if isinstance(registry, InProcessRegistry) else {}
 
     def _dispatch(self, table: int, key: int) -> int:
         # index-value dispatch: a key always goes to the same partition.
@@ -437,6 +581,8 @@ class Workload:
     def create_tables(self, *, preloaded: int = 0, preload_from: int = 0, first_new_key: int = 0) -> None:
         """CREATE TABLE for every table (partition 0, or every partition for Simple), then a watermark.
 
+        TiCDC Avro sends neither; its encoder still learns the tables.
+
         ``preloaded`` rows (keys ``preload_from`` up to ``preload_from + preloaded - 1``) are taken to exist
         already, with :func:`preloaded_value` values; new keys start at the larger of ``first_new_key`` and
         the key after the last preloaded one.
@@ -449,7 +595,8 @@ class Workload:
             state.live = list(range(lo, hi))
             state.slot = {k: i for i, k in enumerate(state.live)}
             value = self.encoder.create_table(state.definition, ts)
-            for partition in range(self.spec.partitions if _ddl_everywhere(self.encoder) else 1):
+            partitions = self.spec.partitions if _ddl_everywhere(self.encoder) else 1
+            for partition in range(partitions if value is not None else 0):
                 self._append(partition, value)
             self._log("create", index, 0, (), ts, 0)
         self.watermark()
@@ -479,10 +626,10 @@ class Workload:
         self.watermark()
 
     def watermark(self) -> None:
-        """A watermark at the last commit ts, on every partition."""
+        """A watermark at the last commit ts, on every partition (none in TiCDC Avro)."""
         ts = self.last_ts
         value = self.encoder.watermark(ts)
-        for partition in range(self.spec.partitions):
+        for partition in range(self.spec.partitions if value is not None else 0):
             self._append(partition, value)
         self._log("watermark", -1, 0, (), ts, -1)
         self._since_watermark = 0
@@ -565,7 +712,11 @@ class Workload:
     ) -> None:
         ts = self._next_ts()
         partition = self._dispatch(index, key)
-        self._append(partition, self.encoder.row(self.tables[index].definition, op, data, old, ts))
+        encoded = self.encoder.row(self.tables[index].definition, op, data, old, ts)
+        if isinstance(encoded, Keyed):
+            self._append(partition, encoded.value, encoded.key, encoded.topic)
+        else:
+            self._append(partition, encoded)
         self.touched.add((index, key))
         self._log(op.value, index, key, data, ts, partition)
 
@@ -581,7 +732,8 @@ class Workload:
 
 
 def write_records(records: Iterable[Record], directory: Path, *, topic: str, files: int = 2) -> list[Path]:
-    """Write records as captured Kafka records (JSON Lines, base64 values), round-robin over ``files``."""
+    """Write records as captured Kafka records (JSON Lines, base64 keys and values), round-robin over
+    ``files``; ``topic`` is that of records that do not name their own."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"records-{i:03d}.jsonl" for i in range(files)]
     handles = [path.open("wb") for path in paths]
@@ -589,12 +741,12 @@ def write_records(records: Iterable[Record], directory: Path, *, topic: str, fil
         for index, record in enumerate(records):
             line = orjson.dumps(
                 {
-                    "topic": topic,
+                    "topic": record.topic or topic,
                     "partition": record.partition,
                     "offset": record.offset,
                     "timestamp": START_MS + index,
-                    "key": None,
-                    "value": base64.b64encode(record.value).decode(),
+                    "key": None if record.key is None else base64.b64encode(record.key).decode(),
+                    "value": None if record.value is None else base64.b64encode(record.value).decode(),
                 }
             )
             handles[index % files].write(line + b"\n")

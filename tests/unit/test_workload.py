@@ -1,5 +1,6 @@
 """The benchmark generator writes exactly what the upstream model (ingest.sample.Stream) writes."""
 
+import base64
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -8,16 +9,20 @@ import orjson
 import pytest
 
 from ingest.decode import simple as sp
+from ingest.decode import ticdc_avro as ta
 from ingest.model import ColumnKind, TableId
 from ingest.sample import Stream
 from ingest.workload import (
     DATETIME_BASE_MICROS,
     START_MS,
+    TICDC_AVRO,
+    InProcessRegistry,
     KeyDistribution,
     Mix,
     Workload,
     WorkloadSpec,
     preloaded_value,
+    write_records,
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -34,7 +39,12 @@ def _python_value(kind, value):
 
 def _replay(workload: Workload, protocol: str = "canal-json", encoding: str = "json") -> Stream:
     stream = Stream(
-        topic=workload.spec.topic, partitions=workload.spec.partitions, protocol=protocol, encoding=encoding
+        topic=workload.spec.topic,
+        partitions=workload.spec.partitions,
+        protocol=protocol,
+        encoding=encoding,
+        # A fresh registry: equal ids mean the generator registers in the model's order, too.
+        register=InProcessRegistry().register if protocol == TICDC_AVRO else None,
     )
     ids: dict[int, TableId] = {}
     for entry in workload.trace:
@@ -158,9 +168,10 @@ def test_ddl_on_partition_zero_and_watermarks_on_every_partition():
 
 def test_unknown_protocol_names_the_implemented_ones():
     with pytest.raises(
-        ValueError, match="protocol 'avro' has no encoder yet; implemented: canal-json, simple, simple-avro"
+        ValueError,
+        match="protocol 'debezium' has no encoder yet; implemented: avro, canal-json, simple, simple-avro",
     ):
-        WorkloadSpec(protocol="avro")
+        WorkloadSpec(protocol="debezium")
 
 
 @pytest.mark.parametrize(("protocol", "encoding"), [("simple", "json"), ("simple-avro", "avro")])
@@ -199,3 +210,96 @@ def test_simple_bytes_equal_the_upstream_model(protocol, encoding):
 def _type_of(value: bytes, encoding: str) -> str:
     text = sp.avro_to_json(value, sp.avro_schema()) if encoding == "avro" else value
     return orjson.loads(text)["type"]
+
+
+def _ticdc_avro_workload(mix=Mix.UPDATE_HEAVY, keys=KeyDistribution.UNIFORM):
+    spec = WorkloadSpec(
+        tables=2, width=6, mix=mix, keys=keys, partitions=3, watermark_every=50, protocol=TICDC_AVRO
+    )
+    workload = Workload(spec, trace=True)
+    workload.create_tables()
+    workload.insert_rows(20)
+    workload.changes(300)
+    workload.changes(100, Mix.DELETE_HEAVY)
+    return workload
+
+
+@pytest.mark.parametrize("keys", list(KeyDistribution))
+@pytest.mark.parametrize("mix", list(Mix))
+def test_ticdc_avro_bytes_equal_the_upstream_model(mix, keys):
+    workload = _ticdc_avro_workload(mix, keys)
+    records = workload.take()
+    replayed = _replay(workload, TICDC_AVRO)
+
+    def decoded(text):
+        return None if text is None else base64.b64decode(text)
+
+    ours = {(r.topic, r.partition, r.offset): (r.key, r.value) for r in records}
+    theirs = {
+        (r["topic"], r["partition"], r["offset"]): (decoded(r["key"]), decoded(r["value"]))
+        for r in replayed.records
+    }
+    assert ours == theirs
+    # No DDL, no watermarks: one record per DML event, in a topic per table.
+    dml = [e for e in workload.trace if e.action not in ("create", "watermark")]
+    assert len(records) == len(dml) == 20 * 2 + 400
+    assert {r.topic for r in records} == {"tidb_cdc_bench_t0", "tidb_cdc_bench_t1"}
+    tombstones = sum(r.value is None for r in records)
+    assert tombstones == sum(e.action == "delete" for e in dml) > 0
+    # The schemas the bench hands the decoder are those the model registered, under the same ids.
+    assert workload.writer_schemas == {i: text for (_, text), i in replayed._registered.items()}
+
+
+def _wire_text(kind, value):
+    if kind is ColumnKind.DECIMAL:
+        return format(Decimal(value).scaleb(-2), "f")
+    if kind is ColumnKind.DATETIME:
+        return (EPOCH + timedelta(microseconds=value)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return str(value)
+
+
+def test_ticdc_avro_records_decode_to_the_rows_the_workload_wrote():
+    workload = _ticdc_avro_workload()
+    records = workload.take()
+    book = ta.schema_book(workload.writer_schemas)
+    assert not book.problems
+    # Two tables, a key and a value schema each.
+    assert len(book.schemas) == 4
+
+    dml = [e for e in workload.trace if e.action not in ("create", "watermark")]
+    assert len(records) == len(dml)
+    for record, entry in zip(records, dml, strict=True):
+        change = ta.decode_record(record.key, record.value, book)
+        definition = workload.tables[entry.table].definition
+        assert change.table == TableId("bench", f"t{entry.table}")
+        assert record.partition == entry.partition
+        if entry.action == "delete":
+            # A tombstone: the key only, and no commitTs (§4.1).
+            assert (change.type, change.commit_ts, record.value) == (ta.TYPE_DELETE, None, None)
+            assert change.data == {"id": str(entry.key)}
+            continue
+        assert change.type == (ta.TYPE_UPDATE if entry.action == "update" else ta.TYPE_INSERT)
+        assert change.commit_ts == entry.ts
+        assert change.data == {
+            n: _wire_text(k, v)
+            for n, k, v in zip(definition.names, definition.kinds, entry.values, strict=True)
+        }
+    for index in range(len(workload.tables)):
+        assert workload.live_rows(index) > 0
+
+
+def test_ticdc_avro_records_are_written_with_their_topic_key_and_tombstones(tmp_path):
+    workload = _ticdc_avro_workload()
+    records = workload.take()
+    write_records(records, tmp_path, topic="ignored", files=1)
+    lines = [orjson.loads(line) for line in (tmp_path / "records-000.jsonl").read_bytes().splitlines()]
+    assert [(line["topic"], line["partition"], line["offset"]) for line in lines] == [
+        (r.topic, r.partition, r.offset) for r in records
+    ]
+    assert all(base64.b64decode(line["key"]) == r.key for line, r in zip(lines, records, strict=True))
+    assert [line["value"] is None for line in lines] == [r.value is None for r in records]
+    # Offsets count per topic and partition, from 0, as Kafka's do.
+    seen = Counter()
+    for r in records:
+        assert r.offset == seen[r.topic, r.partition]
+        seen[r.topic, r.partition] += 1
