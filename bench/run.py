@@ -1,8 +1,8 @@
 """The benchmark suite: ``make bench`` (or ``python -m bench.run``) writes BENCHMARKS.md from one run.
 
-Everything is measured through the product's own code paths on ``local[2]``: decode is
-``ingest.spark_decode.decode_canal_json``, apply is ``ingest.pipeline.run_files`` (read, decode, order,
-plan, MERGE, progress). Streams come from ``ingest.workload``. Sizes come from environment variables
+Everything is measured through the product's own code paths on ``local[2]``: decode is each protocol's
+decoder in ``ingest.spark_decode``, apply is ``ingest.pipeline.run_files`` (read, decode, order, plan,
+MERGE, progress). Streams come from ``ingest.workload``. Sizes come from environment variables
 (see ``Sizes``); ``--smoke`` makes every size tiny, for the test that checks the report's shape.
 """
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -38,6 +38,7 @@ from ingest.apply.delta_commit import COMMIT_TS_COLUMN, state_to_metadata
 from ingest.config import IngestConfig
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
+from ingest.decode import ticdc_avro as ta
 from ingest.decode.compression import Compression
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, TableState
@@ -51,13 +52,16 @@ from ingest.spark_decode import (
     KIND_WATERMARK,
     decode_canal_json,
     decode_simple_json,
+    decode_ticdc_avro,
     prepare_payload,
 )
 from ingest.workload import (
     DATETIME_BASE_MICROS,
     SIMPLE_AVRO,
+    TICDC_AVRO,
     KeyDistribution,
     Mix,
+    Record,
     TableDef,
     Workload,
     WorkloadSpec,
@@ -67,12 +71,6 @@ from ingest.workload import (
 logger = logging.getLogger("bench")
 
 SPARK_THREADS = 2  # local[2]
-PROTOCOLS_NOT_MEASURED = {
-    "avro (TiCDC Avro, schema registry)": (
-        "not measured: its decoder (`decode_ticdc_avro`) arrived after this run, and `ingest.workload` "
-        "has no TiCDC Avro encoder yet"
-    ),
-}
 TARGET_DECODE = 0.5
 TARGET_APPEND = 0.5
 TARGET_SCALING = 1.5
@@ -357,8 +355,13 @@ def _mib(value: int) -> str:
     return f"{value / 1024 / 1024:,.0f} MiB"
 
 
-DECODE_PROTOCOLS = (cj.PROTOCOL, sp.PROTOCOL, SIMPLE_AVRO)
-DECODE_LABELS = {cj.PROTOCOL: "canal-json", sp.PROTOCOL: "simple (JSON)", SIMPLE_AVRO: "simple (Avro)"}
+DECODE_PROTOCOLS = (cj.PROTOCOL, sp.PROTOCOL, SIMPLE_AVRO, TICDC_AVRO)
+DECODE_LABELS = {
+    cj.PROTOCOL: "canal-json",
+    sp.PROTOCOL: "simple (JSON)",
+    SIMPLE_AVRO: "simple (Avro)",
+    TICDC_AVRO: "avro (TiCDC Avro)",
+}
 
 
 @dataclass(frozen=True)
@@ -383,29 +386,53 @@ class DecodeResult:
         return self.wall_rate / self.limit_wall_rate
 
 
-def _parse_limit(values: list[bytes], avro: bool, repeats: int) -> tuple[float, float, str]:
-    """Best wall and CPU seconds of one Python loop that only parses the values."""
-    if avro:
-        import io
-
-        import fastavro
-
-        schema = fastavro.parse_schema(sp.avro_schema())
-        reader = fastavro.schemaless_reader
-
-        def parse() -> None:
-            for value in values:
-                reader(io.BytesIO(value), schema, None)
-
-        name = "fastavro"
-    else:
+def _limit_loop(
+    protocol: str, records: list[Record], schemas: Mapping[int, str | None]
+) -> tuple[Callable[[], None], str]:
+    """The limit's loop for a protocol, and the parser it uses: it only parses the records' bytes."""
+    if protocol not in (SIMPLE_AVRO, TICDC_AVRO):
+        values = [r.value for r in records if r.value is not None]
         loads = orjson.loads
 
-        def parse() -> None:
+        def parse_json() -> None:
             for value in values:
                 loads(value)
 
-        name = "orjson"
+        return parse_json, "orjson"
+
+    import io
+
+    import fastavro
+
+    reader = fastavro.schemaless_reader
+    if protocol == SIMPLE_AVRO:
+        values = [r.value for r in records if r.value is not None]
+        schema = fastavro.parse_schema(sp.avro_schema())
+
+        def parse_simple() -> None:
+            for value in values:
+                reader(io.BytesIO(value), schema, None)
+
+        return parse_simple, "fastavro"
+
+    parsed = {i: fastavro.parse_schema(orjson.loads(t)) for i, t in schemas.items() if t is not None}
+    bodies: list[bytes] = []
+    for record in records:
+        # A tombstone has no value; its key body is the least a decoder must parse to learn the deleted row.
+        body = record.value if record.value is not None else record.key
+        assert body is not None, f"TiCDC Avro record without key or value: {record}"
+        bodies.append(body)
+    header = ta.HEADER_BYTES
+
+    def parse_ticdc() -> None:
+        for body in bodies:
+            reader(io.BytesIO(body[header:]), parsed[int.from_bytes(body[1:header], "big")], None)
+
+    return parse_ticdc, "fastavro"
+
+
+def _parse_limit(parse: Callable[[], None], repeats: int) -> tuple[float, float]:
+    """Best wall and CPU seconds of one Python loop that only parses the values."""
     parse()  # warm-up, as for ours
     walls, cpus = [], []
     for _ in range(repeats):
@@ -414,7 +441,7 @@ def _parse_limit(values: list[bytes], avro: bool, repeats: int) -> tuple[float, 
         parse()
         walls.append(time.perf_counter() - started)
         cpus.append(time.process_time() - cpu)
-    return min(walls), min(cpus), name
+    return min(walls), min(cpus)
 
 
 def _process_cpu_seconds(pid: int) -> float:
@@ -486,13 +513,21 @@ class Bench:
             "## Decode",
             "",
             f"{n:,} DML events per protocol plus their watermarks and CREATE TABLE (update-heavy mix, so "
-            "UPDATEs carry the old image; average value size: "
+            "UPDATEs carry the old image; TiCDC Avro has no DDL, no watermarks and no old image, a topic "
+            "per table, and sends a DELETE as a tombstone: a key and no value). Average value size: "
             + ", ".join(f"{r.label} {r.value_bytes:,.0f} bytes" for r in results)
-            + "). Ours: the product's decoder over a cached DataFrame of the captured records, exactly as "
-            "the pipeline calls it (Simple Avro: `prepare_payload` transcodes each message in a Python "
-            "worker, then the JSON decoder runs), written to the `noop` sink on "
-            f"{SPARK_THREADS} task threads. Limit: one Python loop over the same bytes on one core: "
-            "`orjson.loads` for JSON, `fastavro.schemaless_reader` for Avro. Every timing is the best of "
+            + " (TiCDC Avro: over the records with a value; keys are separate). Ours: the product's "
+            "decoder over a cached DataFrame of the captured records, exactly as the pipeline calls it "
+            "(Simple Avro: `prepare_payload` transcodes each message in a Python worker, then the JSON "
+            "decoder runs; TiCDC Avro: `decode_ticdc_avro` reads each record with fastavro in a Python "
+            "worker, given the writer schemas by id), written to the `noop` sink on "
+            f"{SPARK_THREADS} task threads. The pipeline's driver fetches those writer schemas from the "
+            "registry once per batch; that fetch is not measured here (the workload's ids come from an "
+            "in-process dict, and no registry runs). Limit: one Python loop over the same bytes on one "
+            "core: `orjson.loads` for JSON, `fastavro.schemaless_reader` for Avro (TiCDC Avro: each value "
+            "after its 5-byte header, with the parsed writer schema its id names; a tombstone has no "
+            "value, so the loop parses its key instead, the least any decoder reads to learn the deleted "
+            "row; tombstones count as events on both sides). Every timing is the best of "
             f"{self.sizes.repeats} after one untimed warm-up pass (the JVM compiles the generated code "
             "during the first).",
             "",
@@ -506,7 +541,6 @@ class Bench:
             "| Ratio (wall) | Ratio (CPU) |",
             "|---|---:|---:|---:|---:|---:|",
             *rows,
-            *[f"| {p} | {why} | — | — | — | — |" for p, why in PROTOCOLS_NOT_MEASURED.items()],
             "",
             f"Of the Canal-JSON decode, Spark's `from_json` with the envelope schema alone (no "
             f"classification, no output columns): {_fmt_rate(canal.parse_cpu_rate)} events per CPU-s "
@@ -529,15 +563,22 @@ class Bench:
         workload.create_tables(preloaded=max(n // 4, 1))
         workload.changes(n)
         records = workload.take()
-        values = [r.value for r in records]
+        events = len(records)
+        values = [r.value for r in records if r.value is not None]
+        tombstones = events - len(values)
+        schemas = workload.writer_schemas
         input_dir = self.dir(f"decode-{protocol}")
         write_records(records, input_dir, topic=workload.spec.topic)
+        parse, limit = _limit_loop(protocol, records, schemas)
         del records
         messages = files.read_messages(self.spark, str(input_dir), {}).cache()
         count = messages.count()
-        avro = protocol == SIMPLE_AVRO
-        prepared = prepare_payload(messages, Compression.NONE, simple_avro=avro)
-        decoded = decode_canal_json(prepared) if protocol == cj.PROTOCOL else decode_simple_json(prepared)
+        ticdc_avro = protocol == TICDC_AVRO
+        if ticdc_avro:
+            decoded = decode_ticdc_avro(messages, schemas)
+        else:
+            prepared = prepare_payload(messages, Compression.NONE, simple_avro=protocol == SIMPLE_AVRO)
+            decoded = decode_canal_json(prepared) if protocol == cj.PROTOCOL else decode_simple_json(prepared)
         logger.warning("bench: decode input of %d %s records ready", count, protocol)
         wall, cpu = self._best_noop(decoded)
         parse_cpu = float("nan")
@@ -546,11 +587,21 @@ class Bench:
                 F.from_json(F.col("value").cast("string"), ENVELOPE, {"mode": "PERMISSIVE"}).alias("m")
             )
             parse_cpu = self._best_noop(parse_only)[1]
-        kinds = {r["kind"]: r["count"] for r in decoded.groupBy("kind").count().collect()}
+        counts = decoded.groupBy("kind", "type").count().collect()
         messages.unpersist()
-        if set(kinds) - {KIND_DML, KIND_DDL, KIND_WATERMARK} or kinds.get(KIND_DML) != n:
-            raise SystemExit(f"decode {protocol}: {kinds}, expected {n} DML events and control events only")
-        limit_wall, limit_cpu, limit = _parse_limit(values, avro, self.sizes.repeats)
+        kinds: dict[str, int] = {}
+        for row in counts:
+            kinds[row["kind"]] = kinds.get(row["kind"], 0) + row["count"]
+        # TiCDC Avro has no control events, and its tombstones decode as DML deletes.
+        allowed = {KIND_DML} if ticdc_avro else {KIND_DML, KIND_DDL, KIND_WATERMARK}
+        if set(kinds) - allowed or kinds.get(KIND_DML) != n:
+            others = "nothing else" if ticdc_avro else "control events only"
+            raise SystemExit(f"decode {protocol}: {kinds}, expected {n} DML events and {others}")
+        if ticdc_avro:
+            deletes = sum(r["count"] for r in counts if (r["kind"], r["type"]) == (KIND_DML, ta.TYPE_DELETE))
+            if deletes != tombstones:
+                raise SystemExit(f"decode {protocol}: {deletes} DELETEs from {tombstones} tombstones")
+        limit_wall, limit_cpu = _parse_limit(parse, self.sizes.repeats)
         size = sum(len(v) for v in values) / max(len(values), 1)
         return DecodeResult(
             label=DECODE_LABELS[protocol],
@@ -559,8 +610,8 @@ class Bench:
             wall_rate=_rate(count, wall) / SPARK_THREADS,
             cpu=cpu,
             cpu_rate=_rate(count, cpu),
-            limit_wall_rate=_rate(len(values), limit_wall),
-            limit_cpu_rate=_rate(len(values), limit_cpu),
+            limit_wall_rate=_rate(events, limit_wall),
+            limit_cpu_rate=_rate(events, limit_cpu),
             parse_cpu=parse_cpu,
             parse_cpu_rate=_rate(count, parse_cpu),
         )

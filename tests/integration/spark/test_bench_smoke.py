@@ -25,9 +25,11 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
         ("canal-json", "orjson"),
         (r"simple \(JSON\)", "orjson"),
         (r"simple \(Avro\)", "fastavro"),
+        (r"avro \(TiCDC Avro\)", "fastavro"),
     ):
         row = rf"^\| {protocol} \| [\d,]+ \| [\d,]+ \| [\d,]+ / [\d,]+ \({limit}\) \| [\d.]+x \| [\d.]+x \|$"
         assert re.search(row, text, re.M), protocol
+    assert not re.search(r"^\| [^|]+ \| not measured", text, re.M)
     # One apply row per configured run, each with its event count and a ratio to the plain append.
     for run_spec in sizes.mixes.split(","):
         mix, keys = run_spec.split(":")
