@@ -39,6 +39,7 @@ from ingest.pipeline import (
     _check_bad_ratio,
     _check_partitions,
     _partition_ranges,
+    cache_once_per_position,
     lag_seconds,
     quarantine_undecodable,
 )
@@ -78,7 +79,7 @@ def process_batch(
         logger.warning(
             "writer schema %d cannot be used: %s; its records go to quarantine", schema_id, problem
         )
-    decoded = decode_ticdc_avro(messages, texts).persist()
+    decoded = cache_once_per_position(decode_ticdc_avro(messages, texts))
     try:
         return _process(spark, decoded, config, committed, run_id, started, book)
     finally:

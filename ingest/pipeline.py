@@ -56,7 +56,7 @@ from ingest.model import (
     tso_to_datetime,
 )
 from ingest.plan import schema as plan_schema
-from ingest.source import files, with_buffered
+from ingest.source import POSITION, files, has_duplicate_positions
 from ingest.spark_decode import (
     CLAIM_CHECK,
     CONTROL_KINDS,
@@ -203,12 +203,28 @@ def process_batch(
         None if committed.buffered == 0 else buffer.read_buffer(spark, config.state_path, config.stream_id)
     )
     if buffered is not None:
-        messages = with_buffered(messages, buffered, committed.resume)
-    decoded = _decode(spark, messages, config).persist()
+        messages = messages.unionByName(buffered)
+    decoded = cache_once_per_position(_decode(spark, messages, config))
     try:
         return _process(spark, decoded, config, committed, run_id, started)
     finally:
         decoded.unpersist()
+
+
+def cache_once_per_position(decoded: DataFrame) -> DataFrame:
+    """The decoded batch, cached, each Kafka position once.
+
+    De-duplicating shuffles every record's bytes (at 500,000 captured records, 2.3 s of a 3.1 s read), and
+    duplicates are rare. So the cached batch is checked for them, a shuffle of positions only, and only a
+    batch that has some is de-duplicated (and cached again). The caller unpersists the result.
+    """
+    cached = decoded.persist()
+    if not has_duplicate_positions(cached):
+        return cached
+    unique = cached.dropDuplicates(list(POSITION)).persist()
+    unique.count()  # cached before its parent's cache goes
+    cached.unpersist()
+    return unique
 
 
 def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> DataFrame:

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from ingest.config import InputFormat
 from ingest.model import PartitionId
-from ingest.source import at_or_after, once_per_position, storage_sink
+from ingest.source import at_or_after, storage_sink
 
 LINE_SCHEMA = T.StructType(
     [
@@ -56,7 +56,8 @@ def read_messages(
 ) -> DataFrame:
     """Read records at or after each partition's start offset, as Kafka-shaped rows.
 
-    A record that appears in several files (overlapping captures) is read once. Lines that are not a
+    A record that appears in several files (overlapping captures) comes back once per file: the pipeline
+    keeps each position once (``pipeline.cache_once_per_position``), after decoding. Lines that are not a
     record at all (no topic/partition/offset) come back with ``partition`` null and are quarantined.
     """
     chosen = resolve_format(spark, input_path, input_format)
@@ -76,7 +77,7 @@ def read_messages(
     )
     if start:
         messages = messages.where(at_or_after(start))
-    return once_per_position(messages)
+    return messages
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ import pytest
 from delta.tables import DeltaTable
 from mirror import delta_rows, expected_rows
 
+from ingest.config import IngestConfig
 from ingest.errors import ConfigError, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
+from ingest.pipeline import run_files
 from ingest.progress import load_progress
 from ingest.sample import CUSTOMERS, ORDERS, STOCK, Stream, build_sample
 from ingest.sample import SIMPLE_FOR_TESTS as SIMPLE
@@ -125,6 +127,28 @@ def test_duplicate_records_in_one_batch_apply_once(spark, run, lake):
     result = run(stream)
     assert rows(spark, lake) == {1: {"id": 1, "v": "a"}}
     assert result.tables[T].upserted == 1
+
+
+def test_overlapping_captures_count_and_quarantine_each_record_once(spark, lake, tmp_path):
+    stream, t = simple_stream()
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t), partition=0)
+    bad = stream.append_raw(1, b'{"database": "app"')
+    stream.watermark(stream.tso(t + 1))
+    input_dir = tmp_path / "captures"
+    stream.write(input_dir)
+    # A second capture of the same partitions, overlapping the first completely.
+    stream.write(tmp_path / "again")
+    for path in (tmp_path / "again").iterdir():
+        path.rename(input_dir / f"again-{path.name}")
+    config = IngestConfig.from_params(
+        {"input": str(input_dir), "target-path": str(lake), "max-bad-ratio": "0.5"}
+    )
+    result = run_files(spark, config)
+    assert result.records == len(stream.records)
+    assert result.quarantined == 1
+    quarantined = spark.read.format("delta").load(f"{lake}/_ingest/quarantine").collect()
+    assert [r["offset"] for r in quarantined] == [bad]
+    assert rows(spark, lake) == {1: {"id": 1, "v": "a"}}
 
 
 def test_replayed_suffix_after_a_later_update_does_not_regress(spark, run, lake):
