@@ -575,28 +575,34 @@ def _apply_schema_level_ddl(ddl: DdlEvent, g: int) -> None:
 
 
 def _signatures(dml: DataFrame) -> list[TableSignature]:
-    types = F.array_sort(
-        F.transform(F.map_entries("mysql_type"), lambda e: F.concat(e["key"], F.lit("\u0000"), e["value"]))
-    )
+    # Grouped on the map's key and value arrays as they come: sorting each row's pairs into one value
+    # cost more than the aggregate itself. The same types in another key order meet again on the driver.
     rows = (
-        dml.groupBy("database", "table", types.alias("types"), F.col("pk_names"))
+        dml.groupBy(
+            "database",
+            "table",
+            F.map_keys("mysql_type").alias("names"),
+            F.map_values("mysql_type").alias("types"),
+            F.col("pk_names"),
+        )
         .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
         .collect()
     )
-    result = []
+    merged: dict[tuple[TableId, tuple[tuple[str, str], ...], tuple[str, ...]], list[int]] = {}
     for row in rows:
-        pairs = tuple((name, text) for name, _, text in (t.partition("\u0000") for t in row["types"] or []))
-        result.append(
-            TableSignature(
-                table=TableId(row["database"], row["table"]),
-                mysql_types=pairs,
-                pk_names=tuple(row["pk_names"] or ()),
-                min_commit_ts=int(row["lo"]),
-                max_commit_ts=int(row["hi"]),
-                rows=int(row["n"]),
-            )
+        pairs = tuple(sorted(zip(row["names"] or [], row["types"] or [], strict=True)))
+        group = (TableId(row["database"], row["table"]), pairs, tuple(row["pk_names"] or ()))
+        lo, hi, n = int(row["lo"]), int(row["hi"]), int(row["n"])
+        if group in merged:
+            seen = merged[group]
+            lo, hi, n = min(lo, seen[0]), max(hi, seen[1]), n + seen[2]
+        merged[group] = [lo, hi, n]
+    return [
+        TableSignature(
+            table=table, mysql_types=pairs, pk_names=pk, min_commit_ts=lo, max_commit_ts=hi, rows=n
         )
-    return result
+        for (table, pairs, pk), (lo, hi, n) in merged.items()
+    ]
 
 
 def _simple_signatures(dml: DataFrame) -> list[TableSignature]:
