@@ -31,14 +31,14 @@ from ingest.apply.merge import (
 from ingest.config import IngestConfig, TypeChangePolicy
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import SchemaChangeRejected
-from ingest.model import DdlEvent, Position, TableId, TableState, tso_to_datetime
+from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, tso_to_datetime
 from ingest.pipeline import (
     NO_PARTITION,
     BatchResult,
     TableReport,
     _check_bad_ratio,
     _check_partitions,
-    _partition_ranges,
+    _PartitionRead,
     cache_once_per_position,
     lag_seconds,
     quarantine_undecodable,
@@ -79,9 +79,9 @@ def process_batch(
         logger.warning(
             "writer schema %d cannot be used: %s; its records go to quarantine", schema_id, problem
         )
-    decoded = cache_once_per_position(decode_ticdc_avro(messages, texts))
+    decoded, ranges = cache_once_per_position(decode_ticdc_avro(messages, texts))
     try:
-        return _process(spark, decoded, config, committed, run_id, started, book)
+        return _process(spark, decoded, ranges, config, committed, run_id, started, book)
     finally:
         decoded.unpersist()
 
@@ -89,13 +89,13 @@ def process_batch(
 def _process(
     spark: SparkSession,
     decoded: DataFrame,
+    ranges: dict[PartitionId, _PartitionRead],
     config: IngestConfig,
     committed: progress.Progress,
     run_id: int,
     started: float,
     book: ta.SchemaBook,
 ) -> BatchResult:
-    ranges = _partition_ranges(decoded)
     records = sum(r.records for r in ranges.values())
     _check_partitions(config, ranges, committed)
     bad = sum(r.bad for r in ranges.values())

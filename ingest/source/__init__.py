@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ingest.model import PartitionId
@@ -20,9 +20,3 @@ def at_or_after(start: Mapping[PartitionId, int]) -> Column:
 
 
 POSITION = ("topic", "partition", "offset")
-
-
-def has_duplicate_positions(records: DataFrame) -> bool:
-    """Whether a (topic, partition, offset) occurs more than once: overlapping captures, or a buffer left by
-    a run that crashed after writing it and before committing its progress. Only positions are shuffled."""
-    return not records.groupBy(*POSITION).count().where(F.col("count") > 1).isEmpty()
