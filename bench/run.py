@@ -104,6 +104,7 @@ class Sizes:
 
     decode_events: int = 200_000  # BENCH_DECODE_EVENTS
     apply_events: int = 50_000  # BENCH_APPLY_EVENTS: DML events of the measured batch, per mix
+    large_batch: int = 500_000  # BENCH_LARGE_BATCH: one more insert-only batch, 10x the size
     preload_rows: int = 100_000  # BENCH_PRELOAD_ROWS: rows in the table before the measured batch
     scale_small: int = 1_000_000  # BENCH_SCALE_SMALL
     scale_large: int = 10_000_000  # BENCH_SCALE_LARGE
@@ -132,6 +133,7 @@ class Sizes:
         return cls(
             decode_events=2_000,
             apply_events=300,
+            large_batch=1_000,
             preload_rows=200,
             scale_small=1_000,
             scale_large=3_000,
@@ -664,71 +666,21 @@ class Bench:
         apply_rows: list[str] = []
         naive_rows: list[str] = []
         for mix, keys in runs:
-            label = f"{mix.value}, {keys.value}"
-            name = f"{mix.value}-{keys.value}"
-            workload = Workload(self.spec(mix, keys))
-            workload.create_tables(preloaded=preload)
-            target, _ = self._prepare(name, workload, preload)
-            workload.changes(n)
-            final_rows = len(workload.touched)
-            changes_dir = self.dir(f"{name}-changes")
-            write_records(workload.take(), changes_dir, topic=workload.spec.topic)
-            expected_rows = workload.live_rows(0)
-
-            # The naive baseline starts from a copy of the same prepared table.
-            naive_target = self.dir(f"{name}-naive-lake")
-            shutil.copytree(target, naive_target)
-            timer = MergeTimer()
-            group = f"bench-{name}"
-            self.spark.sparkContext.setJobGroup(group, group)
-            with timer.installed(), stopwatch() as took:
-                result = run_files(self.spark, _config(changes_dir, target))
-            ours = took[0]
-            jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-            self.spark.sparkContext.setJobGroup("bench", "bench")
-            table_path = str(target / "bench" / "t0")
-            check = self.spark.read.format("delta").load(table_path).agg(F.count("*"), F.sum("id")).first()
-            actual = (int(check[0]), int(check[1] or 0)) if check is not None else (0, 0)
-            expected = (expected_rows, sum(workload.tables[0].live))
-            if actual != expected:
-                raise SystemExit(
-                    f"{label}: the mirror holds {actual[0]} rows with key sum {actual[1]}, upstream "
-                    f"{expected[0]} with {expected[1]}; a benchmark of a wrong result is void"
-                )
-            logger.warning("bench: %s applied in %.1fs (%d upserted/deleted)", label, ours, _written(result))
-            append = self._plain_append(name, workload.tables[0].definition, final_rows)
-            ratio = append / ours
-            if mix is Mix.INSERT_ONLY:
-                self.headline["append"] = _fmt_ratio(ratio)
-                met = ratio >= TARGET_APPEND
-                self.targets.append(
-                    (
-                        f"insert-only apply ≥ {TARGET_APPEND}x a plain append",
-                        _fmt_ratio(ratio),
-                        "met" if met else "missed",
-                        "" if met else _APPEND_MISSED,
-                    )
-                )
-            apply_rows.append(
-                f"| {label} | {n:,} | {final_rows:,} | {ours:.1f} s | {_fmt_rate(_rate(n, ours))} | {jobs} | "
-                f"{sum(timer.seconds):.1f} s | {append:.1f} s | {_fmt_ratio(ratio)} |"
+            row, naive = self._apply_run(mix, keys, n, preload, naive=True)
+            apply_rows.append(row)
+            naive_rows.append(naive)
+        if self.sizes.large_batch:
+            row, _ = self._apply_run(
+                Mix.INSERT_ONLY, KeyDistribution.UNIFORM, self.sizes.large_batch, preload
             )
-
-            naive_seconds, failure = self._naive(changes_dir, naive_target, workload.tables[0].definition)
-            if failure:
-                naive_rows.append(f"| {label} | does not run: {failure} | {ours:.1f} s | — |")
-            else:
-                naive_rows.append(
-                    f"| {label} | {naive_seconds:.1f} s | {ours:.1f} s | {_fmt_ratio(naive_seconds / ours)} |"
-                )
-                if mix is Mix.INSERT_ONLY:
-                    self.headline["naive"] = _fmt_ratio(naive_seconds / ours)
+            apply_rows.append(row)
         self.out(
             "## End-to-end apply",
             "",
             f"One table of {self.sizes.width} columns (BIGINT key, then INT, VARCHAR(64), DECIMAL(12,2), "
             f"DATETIME(6) in turn), {preload:,} rows before the batch, {self.sizes.partitions} partitions, "
-            f"one batch of {n:,} DML events through `run_files` (read the captured records, decode, "
+            f"one batch of {n:,} DML events (the last row: {self.sizes.large_batch:,}, insert-only, to see "
+            "how the batch size moves the ratio) through `run_files` (read the captured records, decode, "
             "order, plan, one guarded MERGE, progress commit). Final rows: keys the batch changes, i.e. rows "
             "the MERGE writes or deletes; the run checks that the mirror holds exactly the upstream row "
             "count afterwards. Plain append: the same number of typed rows, cached in memory, appended to "
@@ -755,6 +707,69 @@ class Bench:
             "undoes newer rows.",
             "",
         )
+
+    def _apply_run(
+        self, mix: Mix, keys: KeyDistribution, n: int, preload: int, *, naive: bool = False
+    ) -> tuple[str, str]:
+        """One measured batch: its apply-table row and (``naive``) its naive-baseline row."""
+        label = f"{mix.value}, {keys.value}"
+        name = f"{mix.value}-{keys.value}-{n}"
+        workload = Workload(self.spec(mix, keys))
+        workload.create_tables(preloaded=preload)
+        target, _ = self._prepare(name, workload, preload)
+        workload.changes(n)
+        final_rows = len(workload.touched)
+        changes_dir = self.dir(f"{name}-changes")
+        write_records(workload.take(), changes_dir, topic=workload.spec.topic)
+        expected_rows = workload.live_rows(0)
+
+        # The naive baseline starts from a copy of the same prepared table.
+        naive_target = self.dir(f"{name}-naive-lake")
+        if naive:
+            shutil.copytree(target, naive_target)
+        timer = MergeTimer()
+        group = f"bench-{name}"
+        self.spark.sparkContext.setJobGroup(group, group)
+        with timer.installed(), stopwatch() as took:
+            result = run_files(self.spark, _config(changes_dir, target))
+        ours = took[0]
+        jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        self.spark.sparkContext.setJobGroup("bench", "bench")
+        table_path = str(target / "bench" / "t0")
+        check = self.spark.read.format("delta").load(table_path).agg(F.count("*"), F.sum("id")).first()
+        actual = (int(check[0]), int(check[1] or 0)) if check is not None else (0, 0)
+        expected = (expected_rows, sum(workload.tables[0].live))
+        if actual != expected:
+            raise SystemExit(
+                f"{label}: the mirror holds {actual[0]} rows with key sum {actual[1]}, upstream "
+                f"{expected[0]} with {expected[1]}; a benchmark of a wrong result is void"
+            )
+        logger.warning("bench: %s applied in %.1fs (%d upserted/deleted)", label, ours, _written(result))
+        append = self._plain_append(name, workload.tables[0].definition, final_rows)
+        ratio = append / ours
+        if mix is Mix.INSERT_ONLY and n == self.sizes.apply_events:
+            self.headline["append"] = _fmt_ratio(ratio)
+            met = ratio >= TARGET_APPEND
+            self.targets.append(
+                (
+                    f"insert-only apply ≥ {TARGET_APPEND}x a plain append",
+                    _fmt_ratio(ratio),
+                    "met" if met else "missed",
+                    "" if met else _APPEND_MISSED,
+                )
+            )
+        row = (
+            f"| {label} | {n:,} | {final_rows:,} | {ours:.1f} s | {_fmt_rate(_rate(n, ours))} | {jobs} | "
+            f"{sum(timer.seconds):.1f} s | {append:.1f} s | {_fmt_ratio(ratio)} |"
+        )
+        if not naive:
+            return row, ""
+        naive_seconds, failure = self._naive(changes_dir, naive_target, workload.tables[0].definition)
+        if failure:
+            return row, f"| {label} | does not run: {failure} | {ours:.1f} s | — |"
+        if mix is Mix.INSERT_ONLY:
+            self.headline["naive"] = _fmt_ratio(naive_seconds / ours)
+        return row, f"| {label} | {naive_seconds:.1f} s | {ours:.1f} s | {_fmt_ratio(naive_seconds / ours)} |"
 
     def _plain_append(self, name: str, definition: TableDef, rows: int) -> float:
         path = self.dir(f"{name}-append") / "t"
@@ -924,18 +939,19 @@ def _short_reason(text: str) -> str:
 
 
 _DECODE_MISSED = (
-    "Spark's `from_json` alone (Jackson into UnsafeRows holding string maps) parses at a fraction of "
-    "orjson's rate per CPU-second, see the line under the decode table, so no classification on top can "
-    "reach 0.5x; the rest is Spark's per-row and per-job cost (the task threads hand every row through "
-    "generated code and the noop writer)"
+    "Spark's `from_json` alone (Jackson into UnsafeRows holding string maps, no classification and no "
+    "output columns) parses at about a third of orjson's rate per CPU-second, see the line under the "
+    "decode table, and only reading the values out of the cached input and casting them to strings costs "
+    "a large share of that; so nothing built on `from_json` can reach 0.5x. `parse_json` (VARIANT) parses "
+    "no faster, and extracting the fields from it is three times slower (see What was tried)"
 )
 _APPEND_MISSED = (
-    "a batch is a chain of small Spark jobs and Delta log reads (see Spark jobs), and on this shared "
-    "machine each costs seconds of wall time: read and de-duplicate the captured records, decode, "
-    "partition ranges, control events, type signatures, progress and table state from the Delta logs, "
-    "the conversion check, the MERGE (source materialisation, target scan for matches, write), progress "
-    "commit; the append writes rows already in memory in one job. The fixed part is paid once per batch, "
-    "so larger batches come closer"
+    "the append writes typed rows already in memory; our batch first reads the captured records (JSON "
+    "lines, base64 values), parses each TiCDC message, caches the decoded batch, converts every value "
+    "from its wire text, ranks the changes per key, and MERGEs them (a join with the target, then the "
+    "write), around a dozen fixed jobs for progress, table state and control events. Most of that grows "
+    "with the batch: the larger insert-only batch in the apply table has about the same ratio, so batch "
+    "size does not close the gap (see What was tried for the profile)"
 )
 _SCALING_MISSED = (
     "MERGE still reads the files whose key range overlaps the batch; see Files read and the table above"
@@ -985,9 +1001,40 @@ TRIED = """\
   table filled in key order has them, others get them from `OPTIMIZE … ZORDER BY (key)` or liquid
   clustering on the key (operator's choice, not done by the mirror).
 - **Not tried.** A Python decoder (orjson in `mapInArrow`) would pay Arrow transfer and a Python worker
-  per core on top of the limit. Spark 4's `parse_json` (VARIANT) instead of `from_json` might parse
-  faster, but the row images must still become string maps. Fusing the remaining driver-side passes
-  (control events, type signatures, pending counts) into one job would save two or three more jobs.
+  per core on top of the limit, and building the string maps in Python costs more than the parse
+  (`stack-notes` §9 measured it at the level of `from_json`). Fusing the remaining driver-side passes
+  (control events, type signatures, pending counts) into one job would save two or three small jobs.
+- **Load.** The report before this one was taken at a load average of 15.7 on 2 cores, where the
+  insert-only batch of 50,000 events took 43.0 s; the same code on an idle machine took 6.7 s. Ratios
+  of timings taken close together moved less: Canal-JSON decode 0.17x there, about 0.24x idle.
+- **Profile of one insert-only batch (driver cProfile plus every Spark job from the status store).**
+  At 50,000 events a third of the time is fixed per batch: progress load, table state from the Delta
+  history, `table_info`, the progress commit. At 500,000 events it is the work per record: the first
+  pass (read, decode, cache) 12.5 s of 25 s, the conversion and its check 3.9 s, the MERGE 3.5 s, the
+  column-type signatures 2.3 s. Changes, each measured on its own and then together (same machine,
+  before and after interleaved, two rounds): 500,000 events 25.8 / 26.0 s -> 21.2 / 20.8 s; 50,000
+  events 8.4 / 8.0 s -> 7.8 / 7.8 s.
+  - **De-duplication by position (`ingest/pipeline.py`).** Every batch ran `dropDuplicates` over whole
+    records, a shuffle of every record's bytes: 2.3 s of the 3.1 s it takes to read 500,000 captured
+    records. Duplicates are rare (overlapping captures; a buffer left by a crash before progress), so
+    the pass that reads the partition ranges now also counts distinct offsets, and only a batch with
+    duplicates is de-duplicated. A first version looked for duplicates in the input files before
+    decoding; that tokenized every line twice (1.85 s at 500,000) and was dropped.
+  - **Column-type signatures (`ingest/pipeline.py`).** Each row's `mysqlType` map was turned into a
+    sorted array of concatenated strings to group on: 1.74 s per 500,000 rows on the cached batch.
+    Grouping on the map's key and value arrays as they come, and merging key orders on the driver:
+    0.37 s.
+  - **Progress (`ingest/progress.py`).** Loading it sorted every row ever committed, one small file per
+    run: 0.65 s at 10 runs, 1.9 s at 600, and a 10 s trigger commits 8,640 runs a day. Now one `max_by`
+    aggregate, and every 100 runs the table keeps each stream's newest 10,000 runs and is compacted.
+  - Tried and not kept: caching the decoded batch without columnar compression
+    (`spark.sql.inMemoryColumnarStorage.compressed=false`) saves about 1 s per 500,000 records, but it
+    is a session setting read while the cache is built, and on Databricks the session is the user's;
+    `StorageLevel.MEMORY_ONLY` instead of the default made no difference.
+- **`parse_json` (VARIANT) instead of `from_json` (`ingest/spark_decode.py`, measured, not kept).**
+  Per 100,000 Canal-JSON records: `from_json` with the envelope 0.90 CPU-s; `try_parse_json` alone 0.76
+  CPU-s; `try_parse_json` plus `try_variant_get` of the seven fields the decoder needs 2.68 CPU-s.
+  VARIANT parses no faster and extracting from it costs three times the whole `from_json`.
 """
 
 
@@ -1017,9 +1064,9 @@ def render(
         "# Benchmarks",
         "",
         f"Every number below comes from one run of `make bench` on {started:%Y-%m-%d} "
-        f"(started {started:%H:%M} UTC, {seconds / 60:.1f} minutes). The machine is shared with other "
-        "work (see the load average below: above the core count, other processes took CPU from this run), "
-        "so absolute rates are noisy; ratios of timings taken close together are more stable."
+        f"(started {started:%H:%M} UTC, {seconds / 60:.1f} minutes). The load average at its start is in the "
+        "Machine table: above the core count, other processes took CPU from this run and absolute rates "
+        "drop; ratios of timings taken close together are more stable."
         + (" **Smoke run: tiny sizes, numbers are meaningless.**" if smoke else ""),
         "",
         headline(bench),

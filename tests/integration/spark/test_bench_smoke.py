@@ -36,6 +36,9 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
         assert re.search(
             rf"^\| {mix}, {keys} \| {sizes.apply_events:,} \| [\d,]+ \| .* \| [\d.]+x \|$", text, re.M
         )
+    assert re.search(
+        rf"^\| insert-only, uniform \| {sizes.large_batch:,} \| [\d,]+ \| .* \| [\d.]+x \|$", text, re.M
+    )
     # Update-heavy Zipf changes one key several times in a batch: the raw-event MERGE cannot run.
     assert re.search(r"^\| update-heavy, zipf \| does not run: .*multiple source rows", text, re.M | re.I)
     assert re.search(r"^\| insert-only, uniform \| [\d.]+ s \| [\d.]+ s \| [\d.]+x \|$", text, re.M)
