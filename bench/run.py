@@ -490,6 +490,9 @@ class Bench:
     def out(self, *lines: str) -> None:
         self.lines.extend(lines)
 
+    def target(self, text: str, ratio: float, met: bool, why_missed: str) -> None:
+        self.targets.append((text, _fmt_ratio(ratio), "met" if met else "missed", "" if met else why_missed))
+
     def spec(
         self, mix: Mix, keys: KeyDistribution = KeyDistribution.UNIFORM, tables: int = 1
     ) -> WorkloadSpec:
@@ -550,14 +553,11 @@ class Bench:
             f"{_fmt_ratio(canal.parse_cpu_rate / canal.limit_cpu_rate)} the limit).",
             "",
         )
-        met = ratio >= TARGET_DECODE
-        self.targets.append(
-            (
-                f"Canal-JSON decode ≥ {TARGET_DECODE}x the orjson parse limit (CPU)",
-                _fmt_ratio(ratio),
-                "met" if met else "missed",
-                "" if met else _DECODE_MISSED,
-            )
+        self.target(
+            f"Canal-JSON decode ≥ {TARGET_DECODE}x the orjson parse limit (CPU)",
+            ratio,
+            ratio >= TARGET_DECODE,
+            _DECODE_MISSED,
         )
 
     def _decode_one(self, protocol: str, n: int) -> DecodeResult:
@@ -749,14 +749,11 @@ class Bench:
         ratio = append / ours
         if mix is Mix.INSERT_ONLY and n == self.sizes.apply_events:
             self.headline["append"] = _fmt_ratio(ratio)
-            met = ratio >= TARGET_APPEND
-            self.targets.append(
-                (
-                    f"insert-only apply ≥ {TARGET_APPEND}x a plain append",
-                    _fmt_ratio(ratio),
-                    "met" if met else "missed",
-                    "" if met else _APPEND_MISSED,
-                )
+            self.target(
+                f"insert-only apply ≥ {TARGET_APPEND}x a plain append",
+                ratio,
+                ratio >= TARGET_APPEND,
+                _APPEND_MISSED,
             )
         row = (
             f"| {label} | {n:,} | {final_rows:,} | {ours:.1f} s | {_fmt_rate(_rate(n, ours))} | {jobs} | "
@@ -881,14 +878,11 @@ class Bench:
         ratio = totals[large, True] / totals[small, True]
         before = totals[large, False] / totals[small, False]
         self.headline["scaling"] = _fmt_ratio(ratio)
-        met = ratio <= TARGET_SCALING
-        self.targets.append(
-            (
-                f"apply into {large:,} rows ≤ {TARGET_SCALING}x the time into {small:,} rows",
-                _fmt_ratio(ratio),
-                "met" if met else "missed",
-                "" if met else _SCALING_MISSED,
-            )
+        self.target(
+            f"apply into {large:,} rows ≤ {TARGET_SCALING}x the time into {small:,} rows",
+            ratio,
+            ratio <= TARGET_SCALING,
+            _SCALING_MISSED,
         )
         self.out(
             "## MERGE scaling",

@@ -220,21 +220,27 @@ def cache_once_per_position(decoded: DataFrame) -> tuple[DataFrame, dict[Partiti
     offsets, and only a batch that has duplicates is de-duplicated (and cached again). The caller
     unpersists the frame.
     """
-    cached = decoded.persist()
-    ranges = _partition_ranges(cached)
-    if not any(r.duplicates for r in ranges.values()):
-        return cached, ranges
-    # Lines without a position are not copies of each other: each keeps its own bytes in quarantine.
-    positioned = F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
-    unique = (
-        cached.where(positioned)
-        .dropDuplicates(list(POSITION))
-        .unionByName(cached.where(~positioned))
-        .persist()
-    )
-    ranges = _partition_ranges(unique)  # also caches it before its parent's cache goes
-    cached.unpersist()
-    return unique, ranges
+    frames = [decoded.persist()]
+    try:
+        ranges = _partition_ranges(frames[0])
+        if any(r.duplicates for r in ranges.values()):
+            # Lines without a position are not copies of each other: each keeps its own bytes in quarantine.
+            positioned = (
+                F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
+            )
+            cached = frames[0]
+            unique = (
+                cached.where(positioned).dropDuplicates(list(POSITION)).unionByName(cached.where(~positioned))
+            )
+            frames.append(unique.persist())
+            ranges = _partition_ranges(frames[-1])  # also fills its cache before its parent's goes
+    except BaseException:
+        for frame in frames:
+            frame.unpersist()
+        raise
+    for frame in frames[:-1]:
+        frame.unpersist()
+    return frames[-1], ranges
 
 
 def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> DataFrame:
