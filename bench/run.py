@@ -1001,13 +1001,13 @@ TRIED = """\
 - **Load.** The report before this one was taken at a load average of 15.7 on 2 cores, where the
   insert-only batch of 50,000 events took 43.0 s; the same code on an idle machine took 6.7 s. Ratios
   of timings taken close together moved less: Canal-JSON decode 0.17x there, about 0.24x idle.
-- **Profile of one insert-only batch (driver cProfile plus every Spark job from the status store).**
-  At 50,000 events a third of the time is fixed per batch: progress load, table state from the Delta
-  history, `table_info`, the progress commit. At 500,000 events it is the work per record: the first
-  pass (read, decode, cache) 12.5 s of 25 s, the conversion and its check 3.9 s, the MERGE 3.5 s, the
-  column-type signatures 2.3 s. Changes, each measured on its own and then together (same machine,
-  before and after interleaved, two rounds): 500,000 events 25.8 / 26.0 s -> 21.2 / 20.8 s; 50,000
-  events 8.4 / 8.0 s -> 7.8 / 7.8 s.
+- **Profile of one insert-only batch (driver cProfile plus every Spark job from the status store).** At
+  50,000 events over a quarter of the time is fixed per batch (1.8 of 6.7 s): progress load, table state
+  from the Delta history, `table_info`, the progress commit. At 500,000 events it is the work per record:
+  the first pass (read, decode, cache) 12.5 s of 25 s, the conversion and its check 3.9 s, the MERGE 3.5
+  s, the column-type signatures 2.3 s. Changes, each measured on its own and then together (same machine,
+  before and after interleaved, two rounds): 500,000 events 25.8 / 26.0 s -> 21.2 / 20.8 s; 50,000 events
+  8.4 / 8.0 s -> 7.8 / 7.8 s.
   - **De-duplication by position (`ingest/pipeline.py`).** Every batch ran `dropDuplicates` over whole
     records, a shuffle of every record's bytes: 2.3 s of the 3.1 s it takes to read 500,000 captured
     records. Duplicates are rare (overlapping captures; a buffer left by a crash before progress), so
