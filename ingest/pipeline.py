@@ -224,7 +224,7 @@ def cache_once_per_position(decoded: DataFrame) -> tuple[DataFrame, dict[Partiti
     try:
         ranges = _partition_ranges(frames[0])
         if any(r.duplicates for r in ranges.values()):
-            # Lines without a position are not copies of each other: each keeps its own bytes in quarantine.
+            # Lines without a position are not copies of each other: each is counted and quarantined.
             positioned = (
                 F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
             )

@@ -423,6 +423,17 @@ def test_a_partition_first_seen_after_g_moved_past_its_rows_is_refused(spark, ru
         run(stream)
 
 
+def test_each_line_that_is_not_a_record_is_counted_and_quarantined(spark, run, lake):
+    stream, t = simple_stream()
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
+    stream.watermark(stream.tso(t + 1))
+    stream.records.extend([{"hello": "world"}, {"hello": "again"}, {"hello": "world"}])
+    result = run(stream, **{"max-bad-ratio": "0.9"})
+    assert result.quarantined == 3
+    assert spark.read.format("delta").load(f"{lake}/_ingest/quarantine").count() == 3
+    assert rows(spark, lake) == {1: {"id": 1, "v": "a"}}
+
+
 def test_lines_that_are_not_records_do_not_count_as_a_partition(spark, run, lake, tmp_path):
     stream, t = simple_stream()
     stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
