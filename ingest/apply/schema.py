@@ -10,6 +10,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
+from collections.abc import Iterable
 from functools import reduce
 
 import orjson
@@ -36,13 +37,19 @@ from ingest.plan.partitions import Partitioning, PartitionRows
 
 logger = logging.getLogger(__name__)
 
-TABLE_PROPERTIES = {
-    # Renames and drops of columns (later DDL) need column mapping; set it at creation, it cannot be
-    # turned on cheaply later. Type widening lets INT -> BIGINT and DECIMAL widening follow upstream.
-    "delta.columnMapping.mode": "name",
-    "delta.enableTypeWidening": "true",
-    "delta.enableDeletionVectors": "true",
-}
+# Every mirrored table has deletion vectors: a MERGE that touches a few rows of a file marks them instead of
+# rewriting the file. Every other Delta feature is turned on only by the first DDL that needs it, so a
+# table that never needed one stays readable by readers that lack it (delta-rs and the Polars and DuckDB
+# readers built on it read column mapping and deletion vectors, but not type widening).
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+# DROP and RENAME COLUMN, and column names Delta cannot store as they are (spaces, commas, ...).
+COLUMN_MAPPING = ("delta.columnMapping.mode", "name")
+# MODIFY COLUMN to a wider type (INT -> BIGINT, DECIMAL widening, DATE -> DATETIME) without a rewrite.
+TYPE_WIDENING = ("delta.enableTypeWidening", "true")
+# DATETIME columns (TIMESTAMP_NTZ): Delta turns it on by itself only when a table is created with one.
+TIMESTAMP_NTZ = ("delta.feature.timestampNtz", "supported")
+# Characters Delta refuses in a column name unless the table maps column names.
+_UNMAPPED_NAME_CHARS = set(" ,;{}()\n\t=")
 
 
 def quote(name: str) -> str:
@@ -94,6 +101,8 @@ def create_table(
         comment="TiDB commitTs of the change that wrote the row",
     )
     builder = _with_mirror_properties(builder, schema.key, table)
+    if needs_column_mapping(c.name for c in schema.columns):
+        builder = builder.property(*COLUMN_MAPPING)
     if partitioning is not None:
         builder = builder.property(PROPERTY_PARTITIONING, partitioning.to_json())
     with committing(spark, metadata):
@@ -114,6 +123,44 @@ def _with_mirror_properties(
     )
 
 
+def needs_column_mapping(names: Iterable[str]) -> bool:
+    """Whether a column name has a character Delta stores only in a table that maps column names."""
+    return any(_UNMAPPED_NAME_CHARS & set(name) for name in names)
+
+
+def _enabled_features(spark: SparkSession, path: str) -> set[tuple[str, str]]:
+    """Which of the on-demand features (:data:`COLUMN_MAPPING`, ...) the table has: one detail read."""
+    detail = spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").select("properties", "tableFeatures").first()
+    if detail is None:
+        return set()
+    properties, features = detail["properties"] or {}, set(detail["tableFeatures"] or ())
+    enabled = set()
+    if properties.get(COLUMN_MAPPING[0], "none") != "none":
+        enabled.add(COLUMN_MAPPING)
+    if features & {"typeWidening", "typeWidening-preview"}:
+        enabled.add(TYPE_WIDENING)
+    if "timestampNtz" in features:
+        enabled.add(TIMESTAMP_NTZ)
+    return enabled
+
+
+def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) -> None:
+    """Turn on the Delta features a DDL is about to need, in one commit; none when all are on already.
+
+    Within the caller's commit context, so the commit carries the table state like the DDL's own.
+    """
+    missing = [f for f in dict.fromkeys(features) if f not in _enabled_features(spark, path)]
+    if not missing:
+        return
+    settings = ", ".join(f"'{name}' = '{value}'" for name, value in missing)
+    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
+    logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(name for name, _ in missing))
+
+
+def _features_for_type(data_type: T.DataType) -> tuple[tuple[str, str], ...]:
+    return (TIMESTAMP_NTZ,) if isinstance(data_type, T.TimestampNTZType) else ()
+
+
 def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
     """Make a path table visible as ``catalog.schema.table`` (or ``schema.table``)."""
     parts = name.split(".")
@@ -132,6 +179,8 @@ def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone:
     exists = change.column.name in table_info(spark, path).columns
     with committing(spark, metadata):
         if not exists:
+            mapping = (COLUMN_MAPPING,) if needs_column_mapping([change.column.name]) else ()
+            enable_features(spark, path, *mapping, *_features_for_type(data_type))
             spark.sql(
                 f"ALTER TABLE delta.{quote(path)} ADD COLUMNS "
                 f"({quote(change.column.name)} {data_type.simpleString()} "
@@ -258,6 +307,7 @@ def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> Non
     if name in table_info(spark, path).columns:
         defaults = column_defaults(spark, path)
         with committing(spark, metadata):
+            enable_features(spark, path, COLUMN_MAPPING)
             spark.sql(f"ALTER TABLE delta.{quote(path)} DROP COLUMN {quote(name)}")
             if name in defaults:
                 _set_column_defaults(spark, path, {k: v for k, v in defaults.items() if k != name})
@@ -270,6 +320,7 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
         return
     defaults = column_defaults(spark, path)
     with committing(spark, metadata):
+        enable_features(spark, path, COLUMN_MAPPING)
         spark.sql(f"ALTER TABLE delta.{quote(path)} RENAME COLUMN {quote(old)} TO {quote(new)}")
         if old in defaults:
             _set_column_defaults(spark, path, {(new if k == old else k): v for k, v in defaults.items()})
@@ -295,6 +346,7 @@ def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadat
         return f"{widened} is not a widening Delta can apply"
     with committing(spark, metadata):
         if current != target:
+            enable_features(spark, path, TYPE_WIDENING, *_features_for_type(target))
             column = quote(change.name)
             spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {column} TYPE {target.simpleString()}")
         spark.sql(
@@ -329,6 +381,7 @@ def rewrite_column(spark: SparkSession, path: str, change: plan.ChangeType, meta
     if lost:
         return f"{lost} row(s) hold values that do not convert to {target.simpleString()} ({change.type})"
     with committing(spark, metadata):
+        enable_features(spark, path, *_features_for_type(target))
         (
             table.withColumn(change.name, cast)
             .write.format("delta")
@@ -368,6 +421,8 @@ def copy_table(
         else (DeltaTable.createIfNotExists(spark).location(path))
     )
     builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
+    if needs_column_mapping(rows.schema.fieldNames()):
+        builder = builder.property(*COLUMN_MAPPING)
     if source.partitioning is not None:
         # RENAME keeps the partitions, and CREATE TABLE … LIKE copies them.
         builder = builder.property(PROPERTY_PARTITIONING, source.partitioning.to_json())
