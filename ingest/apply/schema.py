@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from collections.abc import Iterable
 from functools import reduce
 
 import orjson

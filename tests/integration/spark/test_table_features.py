@@ -8,7 +8,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 from mirror import delta_rows, expected_rows
 
 from ingest.model import TableId
@@ -16,7 +15,8 @@ from ingest.sample import Stream
 
 CREATE = (
     "CREATE TABLE `app`.`{name}` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, "
-    "`n` int(11) DEFAULT NULL, `d` date DEFAULT NULL, `p` decimal(10,2) DEFAULT NULL, `r` float DEFAULT NULL, "
+    "`n` int(11) DEFAULT NULL, `d` date DEFAULT NULL, `p` decimal(10,2) DEFAULT NULL, "
+    "`r` float DEFAULT NULL, "
     "PRIMARY KEY (`id`) /*T![clustered_index] NONCLUSTERED */)"
 )
 FIRST_ROW = {"id": 1, "v": "one", "n": 5, "d": date(2020, 1, 2), "p": Decimal("9.50"), "r": 1.5}
@@ -48,7 +48,7 @@ def started(run, lake: Path, spark, count: int) -> tuple[Stream, list[TableId]]:
     s.watermark(s.tso(2))
     run(s)
     for table in tables:
-        assert table_features(spark, lake, table) == set(), f"{table}: a new table turns on no optional feature"
+        assert table_features(spark, lake, table) == set(), f"{table}: a new table needs no optional feature"
     return s, tables
 
 
@@ -77,7 +77,8 @@ ADDED = [
 def test_add_column_of_each_type_to_a_table_without_the_feature(spark, run, lake):
     s, tables = started(run, lake, spark, len(ADDED) + 1)
     for table, (type_text, value, _) in zip(tables, ADDED, strict=False):
-        s.add_column(table, f"ALTER TABLE `{table.table}` ADD COLUMN `c` {type_text}", s.tso(3), "c", type_text)
+        sql = f"ALTER TABLE `{table.table}` ADD COLUMN `c` {type_text}"
+        s.add_column(table, sql, s.tso(3), "c", type_text)
         s.insert(table, {**FIRST_ROW, "id": 2, "c": value}, s.tso(4))
     spaced = tables[-1]  # a name Delta stores only in a table that maps column names
     s.add_column(spaced, "ALTER TABLE `f10` ADD COLUMN `unit price` int", s.tso(3), "unit price", "int")
