@@ -144,6 +144,18 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "order (per-key convergence, see the README)",
     )
     run.add_argument(
+        "--column-defaults",
+        default=None,
+        help="--protocol avro: the DEFAULT of columns whose Avro field cannot carry it (a DECIMAL added "
+        "with a DEFAULT), e.g. 'shop.items.price=3.1400'; ';' between entries",
+    )
+    run.add_argument(
+        "--column-types",
+        default=None,
+        help="the type of DECIMAL columns whose precision the stream does not say, e.g. "
+        "'shop.items.price=decimal(20,6)'; ';' between entries (default: kept exactly, as text)",
+    )
+    run.add_argument(
         "--simple-encoding",
         default=None,
         choices=["json", "avro"],

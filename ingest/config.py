@@ -12,8 +12,9 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest.decode.compression import Compression
+from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError
-from ingest.model import PartitionId
+from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 
 
 class Protocol(Enum):
@@ -114,6 +115,37 @@ def _parse_partitions(text: str) -> frozenset[PartitionId]:
     if not result:
         raise ConfigError(f"partitions: no partition in {text!r}")
     return frozenset(result)
+
+
+def _parse_column_settings(key: str, text: str) -> dict[TableId, dict[str, str]]:
+    """``db.table.column=value;db.table.other=value``: a value per upstream column (may hold commas)."""
+    result: dict[TableId, dict[str, str]] = {}
+    for entry in filter(None, (e.strip() for e in text.split(";"))):
+        name, sep, value = entry.partition("=")
+        parts = name.strip().split(".", 2)
+        if not sep or len(parts) != 3 or not all(parts) or not value.strip():
+            raise ConfigError(
+                f"{key}: expected 'database.table.column=value' entries separated by ';', got {entry!r}"
+            )
+        result.setdefault(TableId(parts[0], parts[1]), {})[parts[2]] = value.strip()
+    return result
+
+
+def _parse_column_types(text: str) -> dict[TableId, dict[str, ColumnType]]:
+    result: dict[TableId, dict[str, ColumnType]] = {}
+    for table, columns in _parse_column_settings("column-types", text).items():
+        for column, type_text in columns.items():
+            try:
+                column_type = parse_mysql_type(type_text)
+            except UnknownTypeError as exc:
+                raise ConfigError(f"column-types: {table}.{column}: {exc}") from exc
+            if column_type.kind is not ColumnKind.DECIMAL or column_type.precision is None:
+                raise ConfigError(
+                    f"column-types: {table}.{column}: {type_text!r} must be a DECIMAL with a precision, "
+                    "e.g. decimal(20,6)"
+                )
+            result.setdefault(table, {})[column] = column_type
+    return result
 
 
 def _reject_unknown(params: Mapping[str, str], known: set[str]) -> None:
@@ -250,6 +282,12 @@ class IngestConfig:
     schema_registry: str | None = None
     schema_registry_timeout: float = 60.0
     missing_extension: MissingExtensionPolicy = MissingExtensionPolicy.FAIL
+    # TiCDC Avro: the DEFAULT of a column whose Avro field cannot carry it (a logical type with a null
+    # default), as TiDB renders it; rows written before the column was added read it.
+    column_defaults: Mapping[TableId, Mapping[str, str]] = field(default_factory=dict)
+    # The TiDB type of a DECIMAL column whose precision the stream does not say (Canal-JSON tables known
+    # only from DML, TiCDC Avro in string mode); without it such a column keeps its exact digits as text.
+    column_types: Mapping[TableId, Mapping[str, ColumnType]] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
 
@@ -312,6 +350,11 @@ class IngestConfig:
             and self.protocol is not Protocol.CANAL_JSON
         ):
             raise ConfigError("missing-extension applies to --protocol canal-json only; remove it")
+        if self.column_defaults and not avro:
+            raise ConfigError(
+                "column-defaults applies to --protocol avro only (the other protocols carry every DEFAULT "
+                "in their DDL); remove it or set the protocol"
+            )
         if self.schema_registry_timeout <= 0:
             raise ConfigError(
                 "schema-registry-timeout must be a positive number of seconds, "
@@ -330,7 +373,7 @@ class IngestConfig:
             "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
             "unknown-ddl", "type-change", "simple-encoding", "compression", "claim-check-path",
             "claim-check-raw-value", "input-format", "schema-registry", "schema-registry-timeout",
-            "missing-extension",
+            "missing-extension", "column-defaults", "column-types",
         }  # fmt: skip
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
         options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
@@ -397,6 +440,8 @@ class IngestConfig:
             missing_extension=_choice(
                 normalized, "missing-extension", MissingExtensionPolicy, MissingExtensionPolicy.FAIL
             ),
+            column_defaults=_parse_column_settings("column-defaults", normalized.get("column-defaults", "")),
+            column_types=_parse_column_types(normalized.get("column-types", "")),
         )
 
     @property
@@ -426,6 +471,12 @@ class IngestConfig:
     def table_path(self, schema: str, table: str) -> str:
         """``<target-path>/<database>/<table>``."""
         return f"{self.target_path.rstrip('/')}/{schema}/{table}"
+
+    def column_type(self, table: TableId, column: str, column_type: ColumnType) -> ColumnType:
+        """The type to mirror a column as: ``column-types`` bounds a DECIMAL whose precision is unknown."""
+        if column_type.kind is ColumnKind.DECIMAL and column_type.precision is None:
+            return self.column_types.get(table, {}).get(column, column_type)
+        return column_type
 
     def catalog_name(self, schema: str, table: str) -> str | None:
         """The catalog table name for an upstream table, when a naming template is configured."""

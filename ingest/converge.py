@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -196,10 +196,16 @@ def _apply_table(
         )
         return report, state
     if latest is not None:
-        writer = book.schemas[latest.value_schema][0]
+        writer = _bounded(book.schemas[latest.value_schema][0], config)
         key = book.schemas[latest.key_schema][0].names
         if not exists:
-            _create(spark, config, path, table, writer, key, latest, read, state, run_id)
+            older = {
+                name
+                for use in read.uses
+                for name in writer.names
+                if name not in book.schemas[use.value_schema][0].names
+            }
+            _create(spark, config, path, table, writer, key, latest, read, state, run_id, older)
             report.ddls.append(f"create from writer schema {writer.id}")
         elif latest.max_commit_ts >= state.applied_ts:
             described = _evolve(spark, config, path, table, writer, key, latest, read, state, run_id)
@@ -244,6 +250,17 @@ def _apply_table(
     return report, applied
 
 
+def _bounded(writer: ta.WriterSchema, config: IngestConfig) -> ta.WriterSchema:
+    """The writer schema with ``column-types`` applied to DECIMALs whose precision it does not say."""
+    columns = tuple(
+        replace(
+            c, column=replace(c.column, type=config.column_type(writer.table, c.column.name, c.column.type))
+        )
+        for c in writer.columns
+    )
+    return replace(writer, columns=columns)
+
+
 def _event(table: TableId, use: plan_avro.SchemaUse, read: _TableRead, text: str) -> DdlEvent:
     """A DDL history entry for a writer-schema change, placed at the newest row that shows it."""
     position = Position(read.first.topic, use.partition, use.max_offset)
@@ -261,7 +278,10 @@ def _create(
     read: _TableRead,
     state: TableState,
     run_id: int,
+    absent_before: set[str],
 ) -> None:
+    """Create the table from the newest writer schema; ``absent_before``: its columns that rows of an older
+    writer schema in the same batch lack (they read the column's default)."""
     missing = [k for k in key if k not in writer.names]
     if not key or missing:
         raise SchemaChangeRejected(
@@ -279,13 +299,43 @@ def _create(
     apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
     # Rows of older writer schemas may lack columns this one has: they read the field defaults.
     defaults = {c.column.name: c.backfill for c in writer.columns if c.backfill is not None}
-    apply_schema.record_column_defaults(spark, path, defaults, metadata)
+    resolved, notes = _unknown_defaults(config, table, writer, sorted(absent_before))
+    apply_schema.record_column_defaults(spark, path, {**defaults, **resolved}, metadata)
     sql = f"-- created from writer schema {writer.id} (key schema {use.key_schema})"
     after = apply_schema.table_info(spark, path).schema.simpleString()
     ddl_history.record(
         spark, config.state_path, table=table, ddl=_event(table, use, read, sql), action=ddl_history.APPLIED,
-        detail="CreateTable", schema_before=None, schema_after=after, run_id=run_id,
+        detail="; ".join(["CreateTable", *notes]), schema_before=None, schema_after=after, run_id=run_id,
     )  # fmt: skip
+
+
+def _unknown_defaults(
+    config: IngestConfig, table: TableId, writer: ta.WriterSchema, added: list[str]
+) -> tuple[dict[str, str], list[str]]:
+    """For added columns whose DEFAULT the Avro schema cannot carry: the value ``column-defaults`` gives,
+    and a note for the DDL history per column (a warning where the user gave none)."""
+    given = config.column_defaults.get(table, {})
+    resolved: dict[str, str] = {}
+    notes: list[str] = []
+    for name in added:
+        column = writer.column(name)
+        if column is None or not column.default_unknown:
+            continue
+        if name in given:
+            resolved[name] = given[name]
+            notes.append(
+                f"{name}: DEFAULT {given[name]} from column-defaults (the Avro schema cannot carry it)"
+            )
+            continue
+        note = (
+            f"{name}: the Avro schema has a null default for this {column.column.type} field, as TiCDC "
+            "writes for every logical-type field whatever upstream's DEFAULT is, so rows written before "
+            f"the column was added read NULL; if upstream has a DEFAULT, set --column-defaults "
+            f"{table}.{name}=<value>"
+        )
+        logger.warning("%s: %s", table, note)
+        notes.append(note)
+    return resolved, notes
 
 
 def _evolve(
@@ -310,6 +360,14 @@ def _evolve(
     if not changes:  # e.g. only a column comment changed upstream: nothing to do but follow the new id
         apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
         return ""
+    added = [c.column.name for c in changes if isinstance(c, plan_schema.AddColumn)]
+    resolved, notes = _unknown_defaults(config, table, writer, added)
+    changes = [
+        replace(c, backfill=resolved[c.column.name])
+        if isinstance(c, plan_schema.AddColumn) and c.column.name in resolved
+        else c
+        for c in changes
+    ]
     text = f"-- writer schema {writer.id}: {plan_avro.describe(changes)}"
     event = _event(table, use, read, text)
     before = info.schema.simpleString()
@@ -340,7 +398,8 @@ def _evolve(
     after = apply_schema.table_info(spark, path).schema.simpleString()
     ddl_history.record(
         spark, config.state_path, table=table, ddl=event, action=ddl_history.APPLIED,
-        detail=plan_avro.describe(changes), schema_before=before, schema_after=after, run_id=run_id,
+        detail="; ".join([plan_avro.describe(changes), *notes]), schema_before=before, schema_after=after,
+        run_id=run_id,
     )  # fmt: skip
     logger.info("%s: followed writer schema %d: %s", table, writer.id, plan_avro.describe(changes))
     return text

@@ -880,7 +880,7 @@ def _apply_segment(
         if simple:
             _create_from_schema_cache(spark, path, table, in_range, schemas, state, run_id)
         else:
-            _create_from_dml(spark, path, table, in_range, state, run_id)
+            _create_from_dml(spark, config, path, table, in_range, state, run_id)
     rows = segment_rows(dml, segment)
     if config.offset_order:
         rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
@@ -939,11 +939,12 @@ def _apply_segment(
     return applied
 
 
-def _columns_from_signature(signature: TableSignature) -> list[Column]:
+def _columns_from_signature(signature: TableSignature, config: IngestConfig) -> list[Column]:
     columns = []
     for name, mysql_type in signature.mysql_types:
         try:
-            columns.append(Column(name, parse_mysql_type(mysql_type)))
+            column_type = config.column_type(signature.table, name, parse_mysql_type(mysql_type))
+            columns.append(Column(name, column_type))
         except UnknownTypeError as exc:
             raise SchemaChangeRejected(f"{signature.table}.{name}: {exc}") from exc
     return columns
@@ -951,6 +952,7 @@ def _columns_from_signature(signature: TableSignature) -> list[Column]:
 
 def _create_from_dml(
     spark: SparkSession,
+    config: IngestConfig,
     path: str,
     table: TableId,
     signatures: list[TableSignature],
@@ -964,12 +966,14 @@ def _create_from_dml(
             f"{table}: DML has pkNames [] and no CREATE TABLE was seen, so its merge key is unknown; "
             "start the stream before the table's CREATE TABLE, or create the Delta table with its key"
         )
-    schema = TableSchema(tuple(_columns_from_signature(first)), first.pk_names)
+    schema = TableSchema(tuple(_columns_from_signature(first, config)), first.pk_names)
     apply_schema.create_table(
         spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create", consistent=False)
     )
     logger.warning(
-        "%s: created from DML column types (no CREATE TABLE seen); DECIMAL precision may be unknown", table
+        "%s: created from DML column types (no CREATE TABLE seen); a DECIMAL whose precision the DML does "
+        "not say is kept exactly as text unless --column-types names its type",
+        table,
     )
 
 
@@ -1018,7 +1022,7 @@ def _add_columns_seen_in_dml(
     True when a column was added (``info`` is then out of date).
     """
     existing = set(info.columns)
-    candidates = {c.name for s in signatures for c in _columns_from_signature(s)} - existing
+    candidates = {c.name for s in signatures for c in _columns_from_signature(s, config)} - existing
     if not candidates:
         return False
     added = False
@@ -1027,7 +1031,7 @@ def _add_columns_seen_in_dml(
         r["name"] for r in rows.select(names).where(F.col("name").isin(*candidates)).distinct().collect()
     }
     for signature in sorted(signatures, key=lambda s: s.max_commit_ts, reverse=True):
-        for column in _columns_from_signature(signature):
+        for column in _columns_from_signature(signature, config):
             if column.name in existing or column.name not in present:
                 continue
             change = plan_schema.AddColumn(table, column, first=False, after=None, backfill=None)

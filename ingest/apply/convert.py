@@ -18,9 +18,6 @@ from ingest.model import ColumnKind, ColumnType
 
 # Spark's DECIMAL stops at 38 digits; wider TiDB DECIMALs (up to 65,30) are kept exactly as text.
 MAX_SPARK_DECIMAL = 38
-# Canal-JSON's default mysqlType says only "decimal". Without a CREATE TABLE to tell the precision, we use
-# DECIMAL(38,18); a value that does not fit (or would be rounded) is quarantined, never changed.
-UNKNOWN_DECIMAL = T.DecimalType(38, 18)
 UNSIGNED_BIGINT = T.DecimalType(20, 0)
 # TiDB renders fsp 0..6 fraction digits; we append the changefeed's zone id before parsing.
 _TIMESTAMP_WITH_ZONE = "yyyy-MM-dd HH:mm:ss[.SSSSSS] VV"
@@ -40,9 +37,9 @@ def spark_type(column_type: ColumnType) -> T.DataType:
         signed_type, unsigned_type = integral[kind]
         return unsigned_type if unsigned else signed_type
     if kind is ColumnKind.DECIMAL:
-        if column_type.precision is None:
-            return UNKNOWN_DECIMAL
-        if column_type.precision > MAX_SPARK_DECIMAL:
+        # A DECIMAL whose precision the stream does not say (Canal-JSON's mysqlType is just "decimal", TiCDC
+        # Avro in string mode) may be TiDB's DECIMAL(65,30): only text holds every such value exactly.
+        if column_type.precision is None or column_type.precision > MAX_SPARK_DECIMAL:
             return T.StringType()
         return T.DecimalType(column_type.precision, column_type.scale or 0)
     if kind is ColumnKind.BIT:

@@ -68,6 +68,9 @@ class AvroColumn:
     avro_type: str  # the Avro primitive of the non-null branch: int, long, bytes, string, ...
     # The value existing rows read when this column is added (the field's Avro default), as wire text.
     backfill: str | None = None
+    # TiCDC writes a null default for every field of an Avro logical type (a DECIMAL in precise mode), so
+    # a null default there does not say that upstream's DEFAULT is NULL: the wire cannot tell.
+    default_unknown: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ def _column(schema_id: int, name: str, entry: Mapping[str, Any]) -> AvroColumn:
         Column(name, column_type, nullable=nullable, has_default=has_default and default is not None),
         primitive,
         backfill,
+        default_unknown=has_default and default is None and "logicalType" in logical,
     )
 
 

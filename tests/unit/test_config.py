@@ -2,7 +2,7 @@ import pytest
 
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
-from ingest.model import PartitionId
+from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 
 BASE = {"input": "in", "target-path": "/lake"}
 
@@ -90,3 +90,37 @@ def test_missing_extension_is_a_canal_json_policy_that_defaults_to_fail():
         IngestConfig.from_params({**base, "protocol": "simple", "missing-extension": "offset-order"})
     with pytest.raises(ConfigError, match="missing-extension"):
         IngestConfig.from_params({**base, "missing-extension": "sometimes"})
+
+
+def test_column_defaults_and_types_are_read_per_table_and_column():
+    config = IngestConfig.from_params(
+        {
+            "input": "in",
+            "target-path": "/lake",
+            "protocol": "avro",
+            "schema-registry": "http://registry",
+            "column-defaults": "acc.t_uk.c_added_dec=3.1400; acc.t_uk.note=a,b",
+            "column-types": "shop.items.price=decimal(20,6)",
+        }
+    )
+    assert config.column_defaults == {TableId("acc", "t_uk"): {"c_added_dec": "3.1400", "note": "a,b"}}
+    price = config.column_type(TableId("shop", "items"), "price", ColumnType(ColumnKind.DECIMAL))
+    assert (price.precision, price.scale) == (20, 6)
+    # A DECIMAL whose precision the stream says is never overridden; other columns keep theirs.
+    known = ColumnType(ColumnKind.DECIMAL, precision=10, scale=2)
+    assert config.column_type(TableId("shop", "items"), "price", known) == known
+    assert config.column_type(TableId("shop", "items"), "qty", ColumnType(ColumnKind.DECIMAL)).precision is None
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"column-types": "shop.items=decimal(20,6)"}, "expected 'database.table.column=value'"),
+        ({"column-types": "shop.items.price=varchar(3)"}, "must be a DECIMAL with a precision"),
+        ({"column-types": "shop.items.price=decimal"}, "must be a DECIMAL with a precision"),
+        ({"column-defaults": "shop.items.price=1"}, "column-defaults applies to --protocol avro only"),
+    ],
+)
+def test_bad_column_settings_fail_with_what_to_change(params, message):
+    with pytest.raises(ConfigError, match=message):
+        IngestConfig.from_params({"input": "in", "target-path": "/lake", **params})

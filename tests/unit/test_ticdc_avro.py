@@ -250,7 +250,7 @@ def test_string_modes_for_decimal_and_unsigned_bigint_decode_to_their_text():
     assert change.data == {"id": "1", "u": "18446744073709551615", "d": "-123.4560"}
     columns = {c.column.name: c.column.type for c in schemas.schemas[11][0].columns}
     assert columns["u"] == ColumnType(ColumnKind.BIGINT, unsigned=True)
-    assert columns["d"] == ColumnType(ColumnKind.DECIMAL)  # no precision in string mode: DECIMAL(38,18)
+    assert columns["d"] == ColumnType(ColumnKind.DECIMAL)  # no precision in string mode: kept as exact text
 
 
 def test_without_the_extension_there_is_no_commit_ts_and_every_upsert_is_an_insert():

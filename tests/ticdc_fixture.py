@@ -1,0 +1,103 @@
+"""The corpus TiCDC's own encoders wrote (tests/fixtures/ticdc-v8.3.0): paths, and a cell-by-cell comparison
+of a mirrored table with what TiDB returned to SELECT, by the corpus README's rules.
+
+Those rules, per TiDB type: integers and BIT by value; DECIMAL by exact decimal value; FLOAT after rounding
+both sides to float32; DOUBLE by value; DATE/DATETIME/TIMESTAMP by rendered text (TIMESTAMP in UTC); TIME
+by microseconds; strings exactly; binaries by bytes (TiDB renders HEX); JSON by parsed value, where an int
+is not a float.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+CORPUS = Path(__file__).parent / "fixtures" / "ticdc-v8.3.0"
+VARIANTS = ("canal-json", "simple-json", "simple-avro", "avro")
+
+
+def expected_tables() -> dict[str, dict[str, Any]]:
+    return json.loads((CORPUS / "expected.json").read_text())["tables"]
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+
+
+def _time_micros(text: str) -> int:
+    match = re.fullmatch(r"(-?)(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?", text.strip())
+    assert match, f"not a TIME: {text!r}"
+    sign, hours, minutes, seconds, fraction = match.groups()
+    micros = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * 1_000_000
+    micros += int((fraction or "0").ljust(6, "0"))
+    return -micros if sign else micros
+
+
+def _strict_json(value: Any) -> Any:
+    """A parsed JSON value with its kinds made explicit, so that 1 and 1.0 (or true and 1) differ."""
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strict_json(v) for v in value]
+    return (type(value).__name__, value)
+
+
+def same_cell(column_type: str, expected: str | None, actual: Any) -> bool:
+    """Whether a Delta value equals TiDB's rendering of the same cell, for a column of ``column_type``."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    kind = column_type.split("(")[0].split()[0].lower()
+    if kind in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year", "bit"):
+        return int(expected) == int(actual)
+    if kind in ("decimal", "numeric"):
+        return Decimal(expected) == Decimal(str(actual))
+    if kind == "float":
+        return _float32(float(expected)) == _float32(actual)
+    if kind == "double":
+        return float(expected) == float(actual)
+    if kind == "date":
+        assert isinstance(actual, date), actual
+        return actual.isoformat() == expected
+    if kind in ("datetime", "timestamp"):
+        assert isinstance(actual, datetime), actual
+        return actual.strftime("%Y-%m-%dT%H:%M:%S.%f") == expected
+    if kind == "time":
+        return _time_micros(expected) == _time_micros(str(actual))
+    if kind in ("binary", "varbinary") or kind.endswith("blob"):
+        return bytes(actual).hex().upper() == expected
+    if kind == "json":
+        return _strict_json(json.loads(expected)) == _strict_json(json.loads(actual))
+    return actual == expected
+
+
+def differences(expected: dict[str, Any], actual_rows: list[dict[str, Any]]) -> list[str]:
+    """Every cell (and missing or extra row, or column) where the mirror differs from TiDB's table."""
+    types = {c["name"]: c["type"] for c in expected["columns"]}
+    key = expected["key"]
+    problems = []
+    columns = {name for row in actual_rows for name in row if not name.startswith("_tidb_")}
+    if actual_rows and columns != set(types):
+        problems.append(f"columns {sorted(columns)} != {sorted(types)}")
+    unmatched = list(actual_rows)
+    for row in expected["rows"]:
+        match = next(
+            (a for a in unmatched if all(same_cell(types[k], row[k], a.get(k)) for k in key)),
+            None,
+        )
+        if match is None:
+            problems.append(f"missing row with key {[row[k] for k in key]}")
+            continue
+        unmatched.remove(match)
+        for name, column_type in types.items():
+            if not same_cell(column_type, row[name], match.get(name)):
+                problems.append(
+                    f"key {[row[k] for k in key]} column {name} ({column_type}): "
+                    f"TiDB {row[name]!r}, mirror {match.get(name)!r}"
+                )
+    problems.extend(f"extra row {row}" for row in unmatched)
+    return problems
