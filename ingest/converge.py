@@ -106,13 +106,19 @@ def _process(
     reads = _table_reads(dml)
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
-    conversion_bad = 0
     for number, (table, read) in enumerate(sorted(reads.items()), start=1):
         logger.info("run %d: table %d/%d: %s", run_id, number, len(reads), table)
         report, state = _apply_table(spark, config, table, read, dml, book, committed, run_id)
         reports[table], states[table] = report, state
-        conversion_bad += report.quarantined
+    conversion_bad = sum(r.quarantined for r in reports.values())
     _check_bad_ratio(config, bad + conversion_bad, records)
+    # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.
+    for table, report in reports.items():
+        if report.held_through is not None:
+            later, states[table] = _apply_table(
+                spark, config, table, reads[table], dml, book, committed, run_id, second_pass=True
+            )
+            report.absorb(later)
 
     resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
     progress.commit_progress(
@@ -184,7 +190,15 @@ def _apply_table(
     book: ta.SchemaBook,
     committed: progress.Progress,
     run_id: int,
+    *,
+    second_pass: bool = False,
 ) -> tuple[TableReport, TableState]:
+    """Follow the newest writer schema, then merge the table's changes in offset order.
+
+    A table with rows that do not convert is not merged on the first pass (its report says so): the batch
+    may yet fail on max-bad-ratio, and then no table may have gone past them. The second pass merges it
+    past them, without quarantining them again.
+    """
     path = config.table_path(table.schema, table.table)
     state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
     report = TableReport(table, applied_ts=state.applied_ts)
@@ -218,10 +232,12 @@ def _apply_table(
     changes = normalize(rows, info.schema, info.key, config.timezone, BinaryText.BASE64).persist()
     try:
         bad_count, bounds = key_bounds(changes, info.key)
-        if bad_count:
+        if bad_count and not second_pass:
             quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
             report.quarantined += bad_count
+            report.held_through = read.max_commit_ts
+            return report, state
         columns = [f.name for f in info.schema.fields]
         applied = TableState(max(state.applied_ts, read.max_commit_ts), state.ddl_ts, state.ddl_ids)
         result = apply_merge(

@@ -23,8 +23,10 @@ from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
 from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import (
+    BAD_COLUMN,
     apply_merge,
     converge_effect,
+    first_bad_commit_ts,
     key_bounds,
     net_effect,
     normalize,
@@ -87,6 +89,18 @@ class TableReport:
     quarantined: int = 0
     pending: int = 0
     applied_ts: int = 0
+    # Set when the table stopped just below rows that do not convert, until the batch knows it will not
+    # fail on max-bad-ratio: the commit_ts up to which its unconvertible rows are already quarantined.
+    held_through: int | None = None
+
+    def absorb(self, later: TableReport) -> None:
+        """Add what a second pass over the same table did."""
+        self.upserted += later.upserted
+        self.deleted += later.deleted
+        self.ddls.extend(later.ddls)
+        self.quarantined += later.quarantined
+        self.applied_ts = later.applied_ts
+        self.held_through = later.held_through
 
     def describe(self) -> str:
         applied = (
@@ -336,10 +350,15 @@ def _process(
 
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
-    conversion_bad = 0
-    for number, table in enumerate(tables, start=1):
-        logger.info("run %d: table %d/%d: %s", run_id, number, len(tables), table)
-        report, state = _apply_table(
+    targets_of: dict[TableId, set[TableId]] = defaultdict(set)
+    for ddl in ddls:
+        affected = plan_schema.affected_tables(ddl, known)
+        if len(affected) > 1 and plan_schema.is_rename(ddl):
+            for source, target in zip(affected[0::2], affected[1::2], strict=False):
+                targets_of[source].add(target)
+
+    def apply(table: TableId, held_through: int | None) -> TableReport:
+        report, states[table] = _apply_table(
             spark,
             config,
             table,
@@ -350,10 +369,34 @@ def _process(
             committed,
             run_id,
             schemas,
+            held_through,
         )
-        reports[table], states[table] = report, state
-        conversion_bad += report.quarantined
+        return report
+
+    # First pass: a table whose rows do not all convert stops just below the first that does not, for the
+    # batch may yet fail on max-bad-ratio, and a re-run after the fix must find those rows unapplied. Only
+    # when the whole batch's count is known to pass do such tables go on past their quarantined rows.
+    deferred: list[TableId] = []
+    for number, table in enumerate(tables, start=1):
+        logger.info("run %d: table %d/%d: %s", run_id, number, len(tables), table)
+        if any(table in targets_of[t] for t in deferred):
+            deferred.append(table)  # a rename target copies its source, which is not complete yet
+            continue
+        reports[table] = apply(table, None)
+        if reports[table].held_through is not None:
+            deferred.append(table)
+            if _over_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records):
+                break  # the batch fails whatever comes next: leave the remaining tables untouched
+    conversion_bad = sum(r.quarantined for r in reports.values())
     _check_bad_ratio(config, bad + conversion_bad, records)
+    for table in deferred:
+        report = apply(table, reports[table].held_through if table in reports else 0)
+        if table in reports:
+            reports[table].absorb(report)
+        else:
+            reports[table] = report
+        conversion_bad += report.quarantined
+        _check_bad_ratio(config, bad + conversion_bad, records)
 
     pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
     pending_rows, pending_records = _pending_counts(pending)
@@ -509,8 +552,12 @@ def _check_partitions(
         )
 
 
+def _over_bad_ratio(config: IngestConfig, bad: int, records: int) -> bool:
+    return bool(records) and bad / records > config.max_bad_ratio
+
+
 def _check_bad_ratio(config: IngestConfig, bad: int, records: int) -> None:
-    if records and bad / records > config.max_bad_ratio:
+    if _over_bad_ratio(config, bad, records):
         raise TooManyBadRecords(
             f"{bad} of {records} records were quarantined ({bad / records:.2%}), above max-bad-ratio "
             f"{config.max_bad_ratio}; progress not moved. Inspect the quarantine table under "
@@ -688,8 +735,14 @@ def _apply_table(
     committed: progress.Progress,
     run_id: int,
     schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    held_through: int | None = None,
 ) -> tuple[TableReport, TableState]:
-    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound)."""
+    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
+
+    ``held_through`` None: the first pass, which stops the table just below rows that do not convert
+    (the report says so). Otherwise the second pass, past such rows, whose bad rows up to that commit_ts
+    are already quarantined.
+    """
     path = config.table_path(table.schema, table.table)
     state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
     applied_before = state.applied_ts
@@ -711,7 +764,12 @@ def _apply_table(
             state = _apply_ddl(spark, config, table, path, step.ddl, state, run_id)
             report.ddls.append(step.ddl.sql)
         else:
-            state = _apply_segment(spark, config, path, step, dml, mine, state, run_id, report, schemas)
+            state = _apply_segment(
+                spark, config, path, step, dml, mine, state, run_id, report, schemas, held_through
+            )
+            if report.held_through is not None and held_through is None:
+                report.applied_ts = state.applied_ts
+                return report, state
         report.applied_ts = state.applied_ts
     state = replace(state, applied_ts=max(state.applied_ts, applied_before))
     report.applied_ts = state.applied_ts
@@ -870,6 +928,7 @@ def _apply_segment(
     run_id: int,
     report: TableReport,
     schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    held_through: int | None,
 ) -> TableState:
     table = segment.table
     in_range = [s for s in signatures if s.max_commit_ts >= segment.low and s.min_commit_ts <= segment.high]
@@ -894,13 +953,32 @@ def _apply_segment(
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
     binary = BinaryText.BASE64 if simple else BinaryText.LATIN1
-    changes = normalize(rows, schema, key, config.timezone, binary).persist()
+    cached = normalize(rows, schema, key, config.timezone, binary).persist()
     try:
+        changes = cached
         bad_count, bounds = key_bounds(changes, key)
+        if bad_count and held_through is not None:
+            # The first pass quarantined this table's bad rows up to ``held_through``; only later ones count.
+            fresh = changes.where(F.col("commit_ts") > held_through)
+            bad_count = fresh.where(F.col(BAD_COLUMN) != "").count() if segment.high > held_through else 0
+        else:
+            fresh = changes
         if bad_count:
-            quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
+            quarantine.write_unconvertible(spark, config.state_path, fresh, table, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
             report.quarantined += bad_count
+        if bad_count and held_through is None:
+            # Stop just below the first bad row; a second pass goes past it once the batch is known to stay
+            # within max-bad-ratio. The MERGE's transaction id names that lower bound, so the rest of the
+            # segment, applied by the second pass or by a re-run after a fix, is not taken for a replay.
+            # Offset order admits rows below A_T again anyway, so there the table simply waits.
+            report.held_through = segment.high
+            first_bad = first_bad_commit_ts(changes)
+            assert first_bad is not None
+            below = replace(segment, high=first_bad - 1, before_ddl=False)
+            if config.offset_order or below.high < below.first_ts or below.high <= state.applied_ts:
+                return state
+            segment, changes = below, changes.where(F.col("commit_ts") <= below.high)
         columns = [f.name for f in schema.fields]
         # Offset order: commit times are milliseconds, not TSOs, so a key's last change by offset wins.
         source = (
@@ -923,7 +1001,7 @@ def _apply_segment(
             by_offset=config.offset_order,
         )
     finally:
-        changes.unpersist()
+        cached.unpersist()
     report.upserted += result.upserted
     report.deleted += result.deleted
     logger.info(

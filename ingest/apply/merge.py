@@ -206,6 +206,12 @@ def key_bounds(changes: DataFrame, key: tuple[str, ...]) -> tuple[int, tuple[Any
     return int(row["bad"]), bounds
 
 
+def first_bad_commit_ts(changes: DataFrame) -> int | None:
+    """The commit_ts of the earliest normalized change whose values do not convert (None: there is none)."""
+    row = changes.agg(F.min(F.when(F.col(BAD_COLUMN) != "", F.col("commit_ts"))).alias("first")).first()
+    return None if row is None or row["first"] is None else int(row["first"])
+
+
 def _boundable(value: object) -> bool:
     # datetime is a subclass of date; it must not slip through.
     return isinstance(value, _BOUNDABLE) and not isinstance(value, datetime)
