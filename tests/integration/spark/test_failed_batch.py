@@ -7,7 +7,6 @@ import base64
 import copy
 from pathlib import Path
 
-import orjson
 import pytest
 from mirror import delta_rows, expected_rows
 
