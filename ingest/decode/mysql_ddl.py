@@ -1,7 +1,8 @@
 """MySQL/TiDB DDL text -> a small structured statement. Pure; parsing is sqlglot's MySQL dialect.
 
-Only the statements the mirror acts on are structured; everything else comes back as ``OtherDdl`` so the
-planner can decide (reject by default) with the original text in the message.
+TiDB's own clauses and executable comments are normalised away first (see ``tidb_syntax``). Only the
+statements the mirror acts on are structured; everything else comes back as ``OtherDdl`` so the planner can
+decide (reject by default) with the original text in the message.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ingest.decode.mysql_partition import (
     split_partition_clause,
 )
 from ingest.decode.mysql_types import UnknownTypeError, from_sqlglot
+from ingest.decode.tidb_syntax import normalize
 from ingest.model import Column, TableId, TableSchema
 
 
@@ -75,8 +77,12 @@ ColumnAction = AddColumn | DropColumn | RenameColumn | ModifyColumn | AlterDefau
 
 @dataclass(frozen=True, slots=True)
 class AlterTable:
+    """Column changes in order; ``adds_unique``: index actions among them add a unique key (indexes are
+    otherwise not mirrored)."""
+
     table: TableId
     actions: tuple[ColumnAction, ...]
+    adds_unique: bool = False
 
     @property
     def add_columns(self) -> tuple[AddColumn, ...]:
@@ -137,6 +143,15 @@ class PartitionDdl:
 
 
 @dataclass(frozen=True, slots=True)
+class TableOptions:
+    """ALTER TABLE that changes only how the table is stored or described (COMMENT, AUTO_INCREMENT, ENGINE,
+    charset, TiFlash replicas, placement, TTL, ...): no column, key or row changes."""
+
+    table: TableId
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
 class OtherDdl:
     """A statement we parsed (or could not) but do not act on; ``reason`` says why."""
 
@@ -155,6 +170,7 @@ Statement = (
     | IndexChange
     | PrimaryKeyChange
     | PartitionDdl
+    | TableOptions
     | OtherDdl
 )
 
@@ -181,6 +197,12 @@ _RENAME_PAIR = re.compile(rf"\s*{_QUALIFIED}\s+TO\s+{_QUALIFIED}\s*(?:,|$)", re.
 
 def parse_ddl(sql: str, default_schema: str) -> Statement:
     """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
+    normalized = normalize(sql)
+    sql = normalized.sql
+    alter_options = _ALTER_WITHOUT_ACTIONS.match(sql)
+    if alter_options and normalized.dropped:
+        table_id = _qualified(alter_options.group(1), default_schema)
+        return TableOptions(table_id, ", ".join(normalized.dropped))
     rename = re.match(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", sql, re.IGNORECASE | re.DOTALL)
     if rename:
         return _rename_tables(rename.group(1), default_schema)
@@ -204,11 +226,13 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
         tree = sqlglot.parse_one(sql, read="mysql")
     except ParseError as exc:
         return OtherDdl(f"cannot parse: {str(exc).splitlines()[0]}")
+    if isinstance(tree, exp.Command):
+        return OtherDdl("cannot parse: not a statement sqlglot's MySQL dialect reads")
     try:
         if isinstance(tree, exp.Create):
             kind = str(tree.args.get("kind") or "").upper()
             if kind == "DATABASE" or kind == "SCHEMA":
-                return CreateDatabase(tree.this.name)
+                return CreateDatabase(_database_name(tree.this))
             if kind == "TABLE" and isinstance(tree.this, exp.Schema):
                 return _create_table(tree, default_schema, partition_by)
             if kind == "INDEX":
@@ -225,7 +249,7 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
             kind = str(tree.args.get("kind") or "").upper()
             targets = tree.args.get("tables") or []
             if kind in ("DATABASE", "SCHEMA") and len(targets) == 1:
-                return DropDatabase(targets[0].name)
+                return DropDatabase(_database_name(targets[0]))
             if kind == "TABLE" and len(targets) == 1:
                 return DropTable(_table_id(targets[0], default_schema))
             if kind == "INDEX":
@@ -238,6 +262,12 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
     except UnknownTypeError as exc:
         return OtherDdl(str(exc))
     return OtherDdl(f"{type(tree).__name__} statements are not supported yet")
+
+
+def _database_name(node: exp.Expression) -> str:
+    # sqlglot reads the name after CREATE/DROP SCHEMA [IF [NOT] EXISTS] as a table's database part.
+    database = node.args.get("db")
+    return node.name or (database.name if database is not None else "")
 
 
 def _table_id(table: exp.Expression, default_schema: str) -> TableId:
@@ -307,13 +337,20 @@ def _handle_from_uniques(uniques: list[tuple[str, ...]], by_name: dict[str, Colu
 
 def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
     table = _table_id(tree.this, default_schema)
-    all_actions = tree.args.get("actions") or []
-    if all_actions and all(_is_index_action(a) for a in all_actions):
-        return IndexChange(
-            adds_unique=any(a.find(exp.UniqueColumnConstraint) is not None for a in all_actions)
-        )
+    all_actions = [a for a in tree.args.get("actions") or [] if not isinstance(a, exp.Property)]
+    if not all_actions:
+        options = [*(tree.args.get("options") or []), *(tree.args.get("actions") or [])]
+        if options:
+            return TableOptions(table, ", ".join(o.sql(dialect="mysql") for o in options))
+        return OtherDdl("ALTER TABLE without actions")
+    index_actions = [a for a in all_actions if _is_index_action(a)]
+    adds_unique = any(a.find(exp.UniqueColumnConstraint) is not None for a in index_actions)
+    if len(index_actions) == len(all_actions):
+        return IndexChange(adds_unique=adds_unique)
     actions: list[ColumnAction] = []
     for action in all_actions:
+        if _is_index_action(action):
+            continue
         if isinstance(action, exp.RenameColumn):
             actions.append(RenameColumn(action.this.name, action.args["to"].name))
             continue
@@ -329,7 +366,7 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         ):
             actions.append(AlterDefault(action.this.name))
             continue
-        if isinstance(action, exp.AlterRename) and len(tree.args.get("actions") or []) == 1:
+        if isinstance(action, exp.AlterRename) and len(all_actions) == 1:
             return RenameTables(((table, _table_id(action.this, table.schema)),))
         if isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() == "COLUMN":
             actions.extend(DropColumn(column.name) for column in action.args.get("tables") or [])
@@ -342,14 +379,17 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         if position is not None and position.args.get("position") == "AFTER":
             after = position.this.name
         actions.append(AddColumn(_column(action), first=first, after=after))
-    if not actions:
-        return OtherDdl("ALTER TABLE without actions")
-    return AlterTable(table, tuple(actions))
+    return AlterTable(table, tuple(actions), adds_unique=adds_unique)
 
 
 def _is_index_action(action: exp.Expression) -> bool:
     if isinstance(action, exp.Drop):
-        return str(action.args.get("kind") or "").upper() in ("INDEX", "KEY")
+        # DROP INDEX/KEY, DROP FOREIGN KEY, DROP CHECK/CONSTRAINT: nothing of these exists in the mirror.
+        return str(action.args.get("kind") or "").upper() in (
+            "INDEX", "KEY", "FOREIGN KEY", "CHECK", "CONSTRAINT",
+        )  # fmt: skip
+    if isinstance(action, exp.RenameIndex | exp.AlterIndex):
+        return True
     # ADD INDEX / ADD KEY / ADD UNIQUE KEY; ADD PRIMARY KEY changes the merge key and is not one of these.
     return (
         isinstance(action, exp.AddConstraint)
@@ -375,6 +415,7 @@ def _qualified(text: str, default_schema: str) -> TableId:
     return TableId(names[0], names[1]) if len(names) == 2 else TableId(default_schema, names[0])
 
 
+_ALTER_WITHOUT_ACTIONS = re.compile(rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}\s*;?\s*$", re.IGNORECASE)
 _ALTER_TABLE = re.compile(rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}", re.IGNORECASE)
 _CREATE_TABLE = re.compile(r"^\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s", re.IGNORECASE)
 _PRIMARY_KEY = re.compile(

@@ -186,7 +186,7 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
         return [statement.source, statement.table]
     if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
         return [statement.table]
-    if isinstance(statement, mysql_ddl.AlterTable | mysql_ddl.PartitionDdl):
+    if isinstance(statement, mysql_ddl.AlterTable | mysql_ddl.PartitionDdl | mysql_ddl.TableOptions):
         return [statement.table]
     if isinstance(statement, mysql_ddl.CreateDatabase):
         return []
@@ -263,17 +263,14 @@ def plan_schema_changes(
         return _plan_partition_ddl(ddl, statement, existing_columns, partitioning)
     if isinstance(statement, mysql_ddl.PrimaryKeyChange):
         return _plan_key_change(ddl, table, statement.key or ddl.handle_key, existing_columns, key)
+    if isinstance(statement, mysql_ddl.TableOptions):
+        return [RecordOnly(f"table options change no rows or columns: {statement.what}"[:300])]
     if isinstance(statement, mysql_ddl.IndexChange):
         if ddl.handle_key is not None and existing_columns is not None:
             # Simple announces the table's indexes after the DDL: the handle key is known either way.
             return _plan_key_change(ddl, table, ddl.handle_key, existing_columns, key)
         if statement.adds_unique:
-            return [
-                Reject(
-                    f"a new unique index on {table} may change the key TiCDC identifies rows by, and "
-                    f"Canal-JSON does not say which key it uses now; not supported yet: {ddl.sql!r}"
-                )
-            ]
+            return [_new_unique_index(ddl, table)]
         return [RecordOnly("indexes do not exist in the mirror")]
     if isinstance(statement, mysql_ddl.DropTable | mysql_ddl.DropDatabase):
         if existing_columns is None:
@@ -290,6 +287,8 @@ def plan_schema_changes(
     if isinstance(statement, mysql_ddl.AlterTable):
         if existing_columns is None:
             return [Reject(f"ALTER TABLE on {statement.table}, which the mirror has never seen created")]
+        if statement.adds_unique and ddl.handle_key is None:
+            return [_new_unique_index(ddl, table)]
         # A column that already exists is still planned: reaching here means the DDL is not recorded as
         # applied (replays are filtered by D_T first), so a crash may have come between the ALTER and the
         # back-fill. Applying adds if absent and back-fills, which is idempotent until later rows land.
@@ -324,7 +323,21 @@ def plan_schema_changes(
         if existing_columns is not None and not retired:
             return [RecordOnly(f"{statement.table} already exists")]
         return [CreateLike(statement.table, statement.source)]
-    return [Reject(f"{statement.reason}: {ddl.sql!r}", unknown=True)]
+    return [Reject(f"{statement.reason}: {ddl.sql!r}. {UNKNOWN_DDL_TODO}", unknown=True)]
+
+
+UNKNOWN_DDL_TODO = (
+    "If this statement changes no columns, keys or rows of mirrored tables, run again with --unknown-ddl "
+    "skip (it is recorded as skipped in the DDL history); if it does, load the table again from a Dumpling "
+    "export taken after it (ticdc-ingest load --force)"
+)
+
+
+def _new_unique_index(ddl: DdlEvent, table: TableId) -> Reject:
+    return Reject(
+        f"a new unique index on {table} may change the key TiCDC identifies rows by, and "
+        f"Canal-JSON does not say which key it uses now; not supported yet: {ddl.sql!r}"
+    )
 
 
 def _plan_partition_ddl(
