@@ -276,7 +276,10 @@ def _table_id(table: exp.Expression, default_schema: str) -> TableId:
 
 def _column(definition: exp.ColumnDef) -> Column:
     data_type = definition.args["kind"]
-    nullable, default, has_default = True, None, False
+    zerofill = any(isinstance(c.args["kind"], exp.ZeroFillColumnConstraint) for c in definition.constraints)
+    # SERIAL is BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE.
+    nullable = not _is_serial(definition)
+    default, has_default = None, False
     for constraint in definition.constraints:
         kind = constraint.args["kind"]
         if isinstance(kind, exp.NotNullColumnConstraint):
@@ -287,7 +290,12 @@ def _column(definition: exp.ColumnDef) -> Column:
             has_default = True
             value = kind.this
             default = None if isinstance(value, exp.Null) else value.sql(dialect="mysql")
-    return Column(definition.name, from_sqlglot(data_type), nullable, default, has_default)
+    return Column(definition.name, from_sqlglot(data_type, zerofill), nullable, default, has_default)
+
+
+def _is_serial(definition: exp.ColumnDef) -> bool:
+    data_type = definition.args.get("kind")
+    return isinstance(data_type, exp.DataType) and data_type.this == exp.DataType.Type.SERIAL
 
 
 def _create_table(tree: exp.Create, default_schema: str, partition_by: PartitionBy | None) -> Statement:
@@ -304,6 +312,8 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
                     primary = (item.name,)
                 elif isinstance(constraint.args["kind"], exp.UniqueColumnConstraint):
                     uniques.append((item.name,))
+            if _is_serial(item):
+                uniques.append((item.name,))
         elif isinstance(item, exp.PrimaryKey):
             primary = tuple(_key_part_name(e) for e in item.expressions)
         elif isinstance(item, exp.UniqueColumnConstraint):
@@ -415,7 +425,9 @@ def _qualified(text: str, default_schema: str) -> TableId:
     return TableId(names[0], names[1]) if len(names) == 2 else TableId(default_schema, names[0])
 
 
-_ALTER_WITHOUT_ACTIONS = re.compile(rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}\s*;?\s*$", re.IGNORECASE)
+_ALTER_WITHOUT_ACTIONS = re.compile(
+    rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}\s*;?\s*$", re.IGNORECASE
+)
 _ALTER_TABLE = re.compile(rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}", re.IGNORECASE)
 _CREATE_TABLE = re.compile(r"^\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s", re.IGNORECASE)
 _PRIMARY_KEY = re.compile(

@@ -108,11 +108,17 @@ _SQLGLOT_KINDS: dict[object, tuple[ColumnKind, bool]] = {
     exp.DataType.Type.SET: (ColumnKind.SET, False),
     exp.DataType.Type.BIT: (ColumnKind.BIT, False),
     exp.DataType.Type.JSON: (ColumnKind.JSON, False),
+    exp.DataType.Type.VECTOR: (ColumnKind.VECTOR, False),
+    exp.DataType.Type.SERIAL: (ColumnKind.BIGINT, True),
 }
 
 
-def from_sqlglot(data_type: exp.DataType) -> ColumnType:
-    """Convert a sqlglot MySQL DataType (from a parsed DDL) to a ColumnType.
+# CHAR, BINARY and BIT without a length are CHAR(1), BINARY(1) and BIT(1).
+_ONE_BY_DEFAULT = (ColumnKind.CHAR, ColumnKind.BINARY, ColumnKind.BIT)
+
+
+def from_sqlglot(data_type: exp.DataType, zerofill: bool = False) -> ColumnType:
+    """Convert a sqlglot MySQL DataType (from a parsed DDL) to a ColumnType; ZEROFILL implies UNSIGNED.
 
     Raises:
         UnknownTypeError: the type is not one we mirror.
@@ -121,10 +127,20 @@ def from_sqlglot(data_type: exp.DataType) -> ColumnType:
     if entry is None:
         raise UnknownTypeError(f"unsupported column type {data_type.sql(dialect='mysql')}")
     kind, unsigned = entry
+    unsigned = unsigned or zerofill
     args = data_type.expressions
     if kind in (ColumnKind.ENUM, ColumnKind.SET):
         return ColumnType(kind, elements=tuple(a.name for a in args))
     numbers = [int(a.name) for a in args if a.name.isdigit()]
+    if data_type.this == exp.DataType.Type.BOOLEAN:
+        return ColumnType(ColumnKind.TINYINT, length=1)  # BOOL and BOOLEAN are TINYINT(1)
+    if data_type.this == exp.DataType.Type.SERIAL:
+        return ColumnType(ColumnKind.BIGINT, unsigned=True)
+    if kind is ColumnKind.FLOAT and len(numbers) == 1:
+        # FLOAT(p): p is the precision in bits; above 24 the column is a DOUBLE.
+        return ColumnType(ColumnKind.DOUBLE if numbers[0] > 24 else ColumnKind.FLOAT, unsigned=unsigned)
+    if not numbers and kind in _ONE_BY_DEFAULT:
+        numbers = [1]
     if kind is ColumnKind.DECIMAL:
         # MySQL: DECIMAL means DECIMAL(10,0), DECIMAL(p) means DECIMAL(p,0).
         precision = numbers[0] if numbers else 10

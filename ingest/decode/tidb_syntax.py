@@ -161,7 +161,14 @@ def normalize(sql: str) -> Normalized:
                 edits.append((i, last, replacement))
                 i = last + 1
                 continue
-        elif depth == 0 and not _is_name(tokens, i, paren_is_name=False):
+        elif kind == TokenType.FLOAT and token.text.upper() == "REAL":
+            # MySQL's REAL is DOUBLE (unless the REAL_AS_FLOAT SQL mode, which TiCDC never reports).
+            edits.append((i, i, "DOUBLE"))
+        elif kind == TokenType.ALIAS and depth == (0 if alter else 1) and _generated_without_kind(tokens, i):
+            # sqlglot reads AS (expr) NOT NULL as (expr) IS NOT NULL; VIRTUAL is what an omitted kind means.
+            close = _skip_parens(tokens, i + 1) - 1
+            edits.append((close, close, ") VIRTUAL"))
+        elif depth == 0 and not _is_name(tokens, i, paren_is_name=False, after_comma=alter):
             end = _table_option_end(tokens, i, word, alter)
         if end is not None:
             start = i
@@ -183,15 +190,30 @@ def normalize(sql: str) -> Normalized:
     return Normalized("".join(out), tuple(dropped))
 
 
-def _is_name(tokens: list[Token], i: int, paren_is_name: bool = True) -> bool:
+def _generated_without_kind(tokens: list[Token], i: int) -> bool:
+    if i + 1 >= len(tokens) or tokens[i + 1].token_type != TokenType.L_PAREN:
+        return False
+    after = _skip_parens(tokens, i + 1)
+    return after < len(tokens) and tokens[after].text.upper() in ("NOT", "NULL")
+
+
+def _is_name(tokens: list[Token], i: int, paren_is_name: bool = True, after_comma: bool = True) -> bool:
+    """Whether the word at ``i`` names something; a comma is followed by a table option, not a name,
+    between CREATE TABLE's table options (``after_comma`` False)."""
     following = tokens[i + 1] if i + 1 < len(tokens) else None
     if following is not None and following.token_type in _TYPE_TOKENS:
         return True
-    if paren_is_name and following is not None and following.token_type in (TokenType.L_PAREN, TokenType.USING):
+    if (
+        paren_is_name
+        and following is not None
+        and following.token_type in (TokenType.L_PAREN, TokenType.USING)
+    ):
         return True
     if i == 0:
         return True
     before = tokens[i - 1]
+    if before.token_type == TokenType.COMMA and not after_comma:
+        return False
     if before.token_type in _NAME_BEFORE:
         return True
     if before.text.upper() in _NAME_BEFORE_WORDS:
@@ -226,7 +248,11 @@ def _table_option_end(tokens: list[Token], i: int, word: str, alter: bool) -> in
     n = len(tokens)
     if word in _VALUE_OPTIONS:
         j = _after_equals(tokens, i + 1)
-        return _skip_parens(tokens, j) - 1 if j < n and tokens[j].token_type == TokenType.L_PAREN else min(j, n - 1)
+        return (
+            _skip_parens(tokens, j) - 1
+            if j < n and tokens[j].token_type == TokenType.L_PAREN
+            else min(j, n - 1)
+        )
     if word == "PLACEMENT" and i + 1 < n and tokens[i + 1].text.upper() == "POLICY":
         return min(_after_equals(tokens, i + 2), n - 1)
     if word == "TTL":
@@ -241,7 +267,11 @@ def _table_option_end(tokens: list[Token], i: int, word: str, alter: bool) -> in
         return None
     if word == "REMOVE" and i + 1 < n and tokens[i + 1].text.upper() in ("TTL", "PARTITIONING"):
         return i + 1 if tokens[i + 1].text.upper() == "TTL" else None
-    if word in _ALTER_ONLY_WORDS and tokens[i - 1].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.COMMA):
+    if word in _ALTER_ONLY_WORDS and tokens[i - 1].token_type in (
+        TokenType.VAR,
+        TokenType.IDENTIFIER,
+        TokenType.COMMA,
+    ):
         j = i + 1
         if word == "COMPACT":
             # COMPACT [PARTITION p, …] [TIFLASH REPLICA]
@@ -254,8 +284,11 @@ def _table_option_end(tokens: list[Token], i: int, word: str, alter: bool) -> in
         if j + 1 < n and tokens[j].text.upper() == "LOCATION" and tokens[j + 1].text.upper() == "LABELS":
             j += 2
             while j < n and tokens[j].token_type == TokenType.STRING:
-                if j + 1 < n and tokens[j + 1].token_type == TokenType.COMMA and j + 2 < n and (
-                    tokens[j + 2].token_type == TokenType.STRING
+                if (
+                    j + 1 < n
+                    and tokens[j + 1].token_type == TokenType.COMMA
+                    and j + 2 < n
+                    and (tokens[j + 2].token_type == TokenType.STRING)
                 ):
                     j += 2
                 else:
@@ -270,8 +303,10 @@ def _with_one_comma(
 ) -> tuple[int, int]:
     """Widen a dropped option by the comma that separated it from its neighbour, if any."""
     previous = start - 1
-    if previous >= 0 and tokens[previous].token_type == TokenType.COMMA and not any(
-        first <= previous <= last for first, last, _ in edits
+    if (
+        previous >= 0
+        and tokens[previous].token_type == TokenType.COMMA
+        and not any(first <= previous <= last for first, last, _ in edits)
     ):
         return previous, end
     if end + 1 < len(tokens) and tokens[end + 1].token_type == TokenType.COMMA:

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table of whole SQL statements reads better one statement a line)
 """TiDB DDL as users type it and as TiDB/TiCDC pass it on: each statement's meaning, written from the
 MySQL and TiDB documentation (a statement's columns, types, nullability, defaults, key, actions)."""
 
@@ -75,7 +76,9 @@ def _literal(text: str | None) -> Any:
                 out.append(body[i])
                 i += 1
         return ("string", "".join(out))
-    return "".join(stripped.upper().split())
+    canonical = "".join(stripped.upper().split())
+    # CURRENT_TIMESTAMP and CURRENT_TIMESTAMP() are the same function.
+    return canonical[:-2] if canonical.endswith("()") else canonical
 
 
 def _column_shape(c: Column) -> Any:
@@ -95,7 +98,12 @@ def shape(statement: Any) -> Any:
         columns = tuple(_column_shape(c) for c in statement.schema.columns)
         return ("create", statement.table, columns, statement.schema.key, statement.if_not_exists)
     if isinstance(statement, AlterTable):
-        return ("alter", statement.table, tuple(_action_shape(a) for a in statement.actions), statement.adds_unique)
+        return (
+            "alter",
+            statement.table,
+            tuple(_action_shape(a) for a in statement.actions),
+            statement.adds_unique,
+        )
     if isinstance(statement, TableOptions):
         return ("options", statement.table)
     return statement
@@ -123,13 +131,19 @@ STATEMENTS: list[tuple[str, Any]] = [
     ("CREATE TABLE t (id INT, v INT, PRIMARY KEY (id) CLUSTERED)", create(T, [ID, V_INT], ("id",))),
     ("create table t (id int primary key clustered, v int)", create(T, [ID, V_INT], ("id",))),
     ("CREATE TABLE t (id INT PRIMARY KEY NONCLUSTERED, v INT)", create(T, [ID, V_INT], ("id",))),
-    ("CREATE TABLE t (id INT, v INT, PRIMARY KEY (id) /*T![clustered_index] CLUSTERED */)", create(T, [ID, V_INT], ("id",))),
+    (
+        "CREATE TABLE t (id INT, v INT, PRIMARY KEY (id) /*T![clustered_index] CLUSTERED */)",
+        create(T, [ID, V_INT], ("id",)),
+    ),
     (
         "CREATE TABLE t (id INT NOT NULL, v INT, PRIMARY KEY (`id`) /*T![clustered_index] NONCLUSTERED */) "
         "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
         create(T, [ID, V_INT], ("id",)),
     ),
-    ("CREATE TABLE t (id INT PRIMARY KEY /*T![clustered_index] CLUSTERED */, v INT)", create(T, [ID, V_INT], ("id",))),
+    (
+        "CREATE TABLE t (id INT PRIMARY KEY /*T![clustered_index] CLUSTERED */, v INT)",
+        create(T, [ID, V_INT], ("id",)),
+    ),
     (
         "CREATE TABLE t (id INT, v INT, PRIMARY KEY (id) USING BTREE COMMENT 'pk' NONCLUSTERED)",
         create(T, [ID, V_INT], ("id",)),
@@ -139,7 +153,10 @@ STATEMENTS: list[tuple[str, Any]] = [
         "CREATE TABLE t (id INT NOT NULL, v INT, PRIMARY KEY (id) NONCLUSTERED) /*T! SHARD_ROW_ID_BITS=4 PRE_SPLIT_REGIONS=2 */",
         create(T, [ID, V_INT], ("id",)),
     ),
-    ("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB /*!40101 DEFAULT CHARSET=latin1 */", create(T, [ID], ("id",))),
+    (
+        "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB /*!40101 DEFAULT CHARSET=latin1 */",
+        create(T, [ID], ("id",)),
+    ),
     (
         "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10) /*!40100 CHARACTER SET utf8mb4 */ NOT NULL)",
         create(T, [ID, col("v", ty(K.VARCHAR, length=10), False)], ("id",)),
@@ -156,8 +173,14 @@ STATEMENTS: list[tuple[str, Any]] = [
     ),
     ("/*!40101 CREATE TABLE t (id INT PRIMARY KEY) */", create(T, [ID], ("id",))),
     # -- AUTO_RANDOM ---------------------------------------------------------------------------------
-    ("CREATE TABLE t (id BIGINT AUTO_RANDOM PRIMARY KEY, v INT)", create(T, [col("id", ty(K.BIGINT), False), V_INT], ("id",))),
-    ("CREATE TABLE t (id BIGINT AUTO_RANDOM(5), v INT, PRIMARY KEY (id))", create(T, [col("id", ty(K.BIGINT), False), V_INT], ("id",))),
+    (
+        "CREATE TABLE t (id BIGINT AUTO_RANDOM PRIMARY KEY, v INT)",
+        create(T, [col("id", ty(K.BIGINT), False), V_INT], ("id",)),
+    ),
+    (
+        "CREATE TABLE t (id BIGINT AUTO_RANDOM(5), v INT, PRIMARY KEY (id))",
+        create(T, [col("id", ty(K.BIGINT), False), V_INT], ("id",)),
+    ),
     (
         "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL AUTO_RANDOM(5, 54) COMMENT 'r', PRIMARY KEY (id) CLUSTERED)",
         create(T, [col("id", ty(K.BIGINT, unsigned=True), False)], ("id",)),
@@ -166,7 +189,11 @@ STATEMENTS: list[tuple[str, Any]] = [
         "CREATE TABLE `t` (\n  `id` bigint(20) NOT NULL /*T![auto_rand] AUTO_RANDOM(5) */,\n  `v` int(11) DEFAULT NULL,\n"
         "  PRIMARY KEY (`id`) /*T![clustered_index] CLUSTERED */\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
         "COLLATE=utf8mb4_bin /*T![auto_rand_base] AUTO_RANDOM_BASE=30001 */",
-        create(T, [col("id", ty(K.BIGINT, length=20), False), col("v", ty(K.INT, length=11), True, None)], ("id",)),
+        create(
+            T,
+            [col("id", ty(K.BIGINT, length=20), False), col("v", ty(K.INT, length=11), True, None)],
+            ("id",),
+        ),
     ),
     (
         "create table if not exists t (id bigint unsigned not null auto_random(5) primary key clustered, v longtext)",
@@ -194,14 +221,27 @@ STATEMENTS: list[tuple[str, Any]] = [
         create(T, [ID, col("ts", ty(K.DATETIME))], ("id",)),
     ),
     ("CREATE TABLE t (id INT PRIMARY KEY) PLACEMENT POLICY=p1", create(T, [ID], ("id",))),
-    ("CREATE TABLE t (id INT PRIMARY KEY) /*T![placement] PLACEMENT POLICY=`p1` */", create(T, [ID], ("id",))),
-    ("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB, PLACEMENT POLICY p2, COMMENT 'x'", create(T, [ID], ("id",))),
-    ("CREATE TABLE t (id INT PRIMARY KEY) SHARD_ROW_ID_BITS = 4, COMMENT = 'sharded'", create(T, [ID], ("id",))),
+    (
+        "CREATE TABLE t (id INT PRIMARY KEY) /*T![placement] PLACEMENT POLICY=`p1` */",
+        create(T, [ID], ("id",)),
+    ),
+    (
+        "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB, PLACEMENT POLICY p2, COMMENT 'x'",
+        create(T, [ID], ("id",)),
+    ),
+    (
+        "CREATE TABLE t (id INT PRIMARY KEY) SHARD_ROW_ID_BITS = 4, COMMENT = 'sharded'",
+        create(T, [ID], ("id",)),
+    ),
     # -- charsets, collations, comments --------------------------------------------------------------
     (
         "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci "
         "NOT NULL DEFAULT '', code CHAR(2) CHARSET ascii)",
-        create(T, [ID, col("name", ty(K.VARCHAR, length=20), False, "''"), col("code", ty(K.CHAR, length=2))], ("id",)),
+        create(
+            T,
+            [ID, col("name", ty(K.VARCHAR, length=20), False, "''"), col("code", ty(K.CHAR, length=2))],
+            ("id",),
+        ),
     ),
     ("CREATE TABLE t (id INT PRIMARY KEY) CHARACTER SET = utf8 COLLATE = utf8_bin", create(T, [ID], ("id",))),
     (
@@ -214,7 +254,11 @@ STATEMENTS: list[tuple[str, Any]] = [
     ),
     (
         "CREATE TABLE `訂單` (`編號` INT PRIMARY KEY, `😀` VARCHAR(4) COMMENT 'émoji ✓')",
-        create(TableId("db", "訂單"), [col("編號", ty(K.INT), False), col("😀", ty(K.VARCHAR, length=4))], ("編號",)),
+        create(
+            TableId("db", "訂單"),
+            [col("編號", ty(K.INT), False), col("😀", ty(K.VARCHAR, length=4))],
+            ("編號",),
+        ),
     ),
     # -- generated columns ---------------------------------------------------------------------------
     (
@@ -222,7 +266,13 @@ STATEMENTS: list[tuple[str, Any]] = [
         "d VARCHAR(10) AS (concat('x', a)) NOT NULL)",
         create(
             T,
-            [ID, col("a", ty(K.INT)), col("b", ty(K.INT)), col("c", ty(K.INT)), col("d", ty(K.VARCHAR, length=10), False)],
+            [
+                ID,
+                col("a", ty(K.INT)),
+                col("b", ty(K.INT)),
+                col("c", ty(K.INT)),
+                col("d", ty(K.VARCHAR, length=10), False),
+            ],
             ("id",),
         ),
     ),
@@ -255,10 +305,19 @@ STATEMENTS: list[tuple[str, Any]] = [
         "CREATE TABLE t (u VARCHAR(10) NOT NULL, n INT NOT NULL, UNIQUE KEY (n, u), UNIQUE INDEX ux (u))",
         create(T, [col("u", ty(K.VARCHAR, length=10), False), col("n", ty(K.INT), False)], ("u",)),
     ),
-    ("CREATE TABLE t (a INT, b INT, UNIQUE KEY (a))", create(T, [col("a", ty(K.INT)), col("b", ty(K.INT))], ())),
-    ("CREATE TABLE t (a INT NOT NULL UNIQUE, b INT)", create(T, [col("a", ty(K.INT), False), col("b", ty(K.INT))], ("a",))),
+    (
+        "CREATE TABLE t (a INT, b INT, UNIQUE KEY (a))",
+        create(T, [col("a", ty(K.INT)), col("b", ty(K.INT))], ()),
+    ),
+    (
+        "CREATE TABLE t (a INT NOT NULL UNIQUE, b INT)",
+        create(T, [col("a", ty(K.INT), False), col("b", ty(K.INT))], ("a",)),
+    ),
     # SERIAL is BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE: a NOT NULL unique key, so the handle.
-    ("CREATE TABLE t (id SERIAL, v INT)", create(T, [col("id", ty(K.BIGINT, unsigned=True), False), V_INT], ("id",))),
+    (
+        "CREATE TABLE t (id SERIAL, v INT)",
+        create(T, [col("id", ty(K.BIGINT, unsigned=True), False), V_INT], ("id",)),
+    ),
     (
         "CREATE TABLE t (id INT NOT NULL, v INT, PRIMARY KEY (id) /*T![global_index] GLOBAL */) "
         "PARTITION BY HASH (id) PARTITIONS 4",
@@ -269,7 +328,12 @@ STATEMENTS: list[tuple[str, Any]] = [
         "create table `order` (`key` int primary key, `status` int, `date` date, `value` int)",
         create(
             TableId("db", "order"),
-            [col("key", ty(K.INT), False), col("status", ty(K.INT)), col("date", ty(K.DATE)), col("value", ty(K.INT))],
+            [
+                col("key", ty(K.INT), False),
+                col("status", ty(K.INT)),
+                col("date", ty(K.DATE)),
+                col("value", ty(K.INT)),
+            ],
             ("key",),
         ),
     ),
@@ -277,7 +341,13 @@ STATEMENTS: list[tuple[str, Any]] = [
         "CREATE TABLE events (status INT, date DATE, value INT, id INT PRIMARY KEY, comment TEXT)",
         create(
             TableId("db", "events"),
-            [col("status", ty(K.INT)), col("date", ty(K.DATE)), col("value", ty(K.INT)), ID, col("comment", ty(K.TEXT))],
+            [
+                col("status", ty(K.INT)),
+                col("date", ty(K.DATE)),
+                col("value", ty(K.INT)),
+                ID,
+                col("comment", ty(K.TEXT)),
+            ],
             ("id",),
         ),
     ),
@@ -285,16 +355,28 @@ STATEMENTS: list[tuple[str, Any]] = [
         "CREATE TABLE t (clustered INT PRIMARY KEY NONCLUSTERED, ttl INT, placement INT, auto_random INT)",
         create(
             T,
-            [col("clustered", ty(K.INT), False), col("ttl", ty(K.INT)), col("placement", ty(K.INT)), col("auto_random", ty(K.INT))],
+            [
+                col("clustered", ty(K.INT), False),
+                col("ttl", ty(K.INT)),
+                col("placement", ty(K.INT)),
+                col("auto_random", ty(K.INT)),
+            ],
             ("clustered",),
         ),
     ),
     (
         "CREATE TABLE `my db`.`my.table` (`a b` INT PRIMARY KEY, `c.d` INT, `e``f` INT)",
-        create(TableId("my db", "my.table"), [col("a b", ty(K.INT), False), col("c.d", ty(K.INT)), col("e`f", ty(K.INT))], ("a b",)),
+        create(
+            TableId("my db", "my.table"),
+            [col("a b", ty(K.INT), False), col("c.d", ty(K.INT)), col("e`f", ty(K.INT))],
+            ("a b",),
+        ),
     ),
     ("CREATE TABLE shop.orders (id INT PRIMARY KEY)", create(TableId("shop", "orders"), [ID], ("id",))),
-    ("CREATE TABLE IF NOT EXISTS `shop`.`t` (id INT PRIMARY KEY)", create(TableId("shop", "t"), [ID], ("id",), True)),
+    (
+        "CREATE TABLE IF NOT EXISTS `shop`.`t` (id INT PRIMARY KEY)",
+        create(TableId("shop", "t"), [ID], ("id",), True),
+    ),
     (
         "CrEaTe TaBlE MiXeD (Id InT NoT NuLl, PrImArY kEy (Id) NonClustered) EnGiNe=InnoDB",
         create(TableId("db", "MiXeD"), [col("Id", ty(K.INT), False)], ("Id",)),
@@ -306,9 +388,14 @@ STATEMENTS: list[tuple[str, Any]] = [
     ),
     (
         "ALTER TABLE t ADD COLUMN (a INT, b VARCHAR(10) NOT NULL DEFAULT 'x,y')",
-        alter(T, AddColumn(col("a", ty(K.INT))), AddColumn(col("b", ty(K.VARCHAR, length=10), False, "'x,y'"))),
+        alter(
+            T, AddColumn(col("a", ty(K.INT))), AddColumn(col("b", ty(K.VARCHAR, length=10), False, "'x,y'"))
+        ),
     ),
-    ("ALTER TABLE t ADD (a DECIMAL(5,2))", alter(T, AddColumn(col("a", ty(K.DECIMAL, precision=5, scale=2))))),
+    (
+        "ALTER TABLE t ADD (a DECIMAL(5,2))",
+        alter(T, AddColumn(col("a", ty(K.DECIMAL, precision=5, scale=2)))),
+    ),
     ("ALTER TABLE t ADD COLUMN IF NOT EXISTS a INT", alter(T, AddColumn(col("a", ty(K.INT))))),
     (
         "ALTER TABLE t ADD COLUMN IF NOT EXISTS (a INT, b INT)",
@@ -335,10 +422,13 @@ STATEMENTS: list[tuple[str, Any]] = [
         alter(T, AddColumn(col("c", ty(K.VARCHAR, length=10), True, "'x'"))),
     ),
     (
-        "ALTER TABLE t ADD COLUMN d DATETIME(3) NOT NULL DEFAULT '2024-01-01 00:00:00.000' COMMENT \"é \\\"q\\\"\"",
+        'ALTER TABLE t ADD COLUMN d DATETIME(3) NOT NULL DEFAULT \'2024-01-01 00:00:00.000\' COMMENT "é \\"q\\""',
         alter(T, AddColumn(col("d", ty(K.DATETIME, length=3), False, "'2024-01-01 00:00:00.000'"))),
     ),
-    ("ALTER TABLE t ADD COLUMN a INT, ALGORITHM=INSTANT, LOCK=NONE", alter(T, AddColumn(col("a", ty(K.INT))))),
+    (
+        "ALTER TABLE t ADD COLUMN a INT, ALGORITHM=INSTANT, LOCK=NONE",
+        alter(T, AddColumn(col("a", ty(K.INT)))),
+    ),
     ("ALTER TABLE t ADD COLUMN a INT, COMMENT = 'x'", alter(T, AddColumn(col("a", ty(K.INT))))),
     (
         "ALTER TABLE t ADD UNIQUE KEY u (a), ADD COLUMN b INT",
@@ -346,10 +436,15 @@ STATEMENTS: list[tuple[str, Any]] = [
     ),
     (
         "ALTER TABLE `order` ADD COLUMN `key` INT, ADD COLUMN `value` VARCHAR(10)",
-        alter(TableId("db", "order"), AddColumn(col("key", ty(K.INT))), AddColumn(col("value", ty(K.VARCHAR, length=10)))),
+        alter(
+            TableId("db", "order"),
+            AddColumn(col("key", ty(K.INT))),
+            AddColumn(col("value", ty(K.VARCHAR, length=10))),
+        ),
     ),
     ("alter table db2.T add column X int", alter(TableId("db2", "T"), AddColumn(col("X", ty(K.INT))))),
     ("ALTER TABLE t ADD COLUMN `ttl` INT", alter(T, AddColumn(col("ttl", ty(K.INT))))),
+    ("ALTER TABLE t ADD COLUMN g INT AS (a + 1) NOT NULL", alter(T, AddColumn(col("g", ty(K.INT), False)))),
     ("ALTER TABLE t CHANGE ttl clustered INT", alter(T, ModifyColumn("ttl", col("clustered", ty(K.INT))))),
     ("ALTER TABLE t COMMENT='new comment'", options(T)),
     ("ALTER TABLE t COMMENT 'it''s 😀'", options(T)),
@@ -386,7 +481,10 @@ STATEMENTS: list[tuple[str, Any]] = [
     ("ALTER TABLE t RENAME TO t2", RenameTables(((T, TableId("db", "t2")),))),
     # -- other statements ----------------------------------------------------------------------------
     ("CREATE TABLE t2 LIKE t", CreateTableLike(TableId("db", "t2"), T)),
-    ("CREATE TABLE IF NOT EXISTS db2.t2 LIKE db1.t", CreateTableLike(TableId("db2", "t2"), TableId("db1", "t"))),
+    (
+        "CREATE TABLE IF NOT EXISTS db2.t2 LIKE db1.t",
+        CreateTableLike(TableId("db2", "t2"), TableId("db1", "t")),
+    ),
     (
         "RENAME TABLE a TO b, c TO d",
         RenameTables(((TableId("db", "a"), TableId("db", "b")), (TableId("db", "c"), TableId("db", "d")))),
@@ -442,8 +540,18 @@ COLUMN_TYPES: list[tuple[str, ColumnType, bool, Any]] = [
     ("CHAR(3) BINARY", ty(K.CHAR, length=3), True, _NONE),
     ("VARCHAR(255) BINARY NOT NULL", ty(K.VARCHAR, length=255), False, _NONE),
     ("NVARCHAR(10)", ty(K.VARCHAR, length=10), True, _NONE),
-    ("VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_bin DEFAULT 'it''s'", ty(K.VARCHAR, length=20), True, "'it''s'"),
-    ("VARCHAR(10) COLLATE utf8mb4_unicode_ci DEFAULT 'x' COMMENT '注释'", ty(K.VARCHAR, length=10), True, "'x'"),
+    (
+        "VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_bin DEFAULT 'it''s'",
+        ty(K.VARCHAR, length=20),
+        True,
+        "'it''s'",
+    ),
+    (
+        "VARCHAR(10) COLLATE utf8mb4_unicode_ci DEFAULT 'x' COMMENT '注释'",
+        ty(K.VARCHAR, length=10),
+        True,
+        "'x'",
+    ),
     ("TINYTEXT", ty(K.TEXT), True, _NONE),
     ("TEXT", ty(K.TEXT), True, _NONE),
     ("MEDIUMTEXT", ty(K.TEXT), True, _NONE),
@@ -457,7 +565,12 @@ COLUMN_TYPES: list[tuple[str, ColumnType, bool, Any]] = [
     ("DATE", ty(K.DATE), True, _NONE),
     ("DATETIME", ty(K.DATETIME), True, _NONE),
     ("DATETIME(6)", ty(K.DATETIME, length=6), True, _NONE),
-    ("DATETIME DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP", ty(K.DATETIME), True, "CURRENT_TIMESTAMP"),
+    (
+        "DATETIME DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP",
+        ty(K.DATETIME),
+        True,
+        "CURRENT_TIMESTAMP",
+    ),
     (
         "TIMESTAMP(3) DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)",
         ty(K.TIMESTAMP, length=3),
@@ -488,13 +601,19 @@ def test_tidb_statement(sql: str, expected: Any) -> None:
     assert shape(parse_ddl(sql, "db")) == expected
 
 
-@pytest.mark.parametrize(("text", "column_type", "nullable", "default"), COLUMN_TYPES, ids=[c[0] for c in COLUMN_TYPES])
-def test_column_type_in_create_table(text: str, column_type: ColumnType, nullable: bool, default: Any) -> None:
+@pytest.mark.parametrize(
+    ("text", "column_type", "nullable", "default"), COLUMN_TYPES, ids=[c[0] for c in COLUMN_TYPES]
+)
+def test_column_type_in_create_table(
+    text: str, column_type: ColumnType, nullable: bool, default: Any
+) -> None:
     statement = parse_ddl(f"CREATE TABLE t (id INT PRIMARY KEY, c {text})", "db")
     assert shape(statement) == create(T, [ID, col("c", column_type, nullable, default)], ("id",))
 
 
-@pytest.mark.parametrize(("text", "column_type", "nullable", "default"), COLUMN_TYPES, ids=[c[0] for c in COLUMN_TYPES])
+@pytest.mark.parametrize(
+    ("text", "column_type", "nullable", "default"), COLUMN_TYPES, ids=[c[0] for c in COLUMN_TYPES]
+)
 def test_column_type_in_add_column(text: str, column_type: ColumnType, nullable: bool, default: Any) -> None:
     statement = parse_ddl(f"ALTER TABLE t ADD COLUMN c {text}", "db")
     assert shape(statement) == alter(T, AddColumn(col("c", column_type, nullable, default)))
