@@ -175,3 +175,31 @@ def test_create_table_like_and_unknown_ddl_is_marked_skippable():
     assert isinstance(unknown, Reject) and unknown.unknown
     (refused,) = plan_schema_changes(event("ALTER TABLE c DROP COLUMN id"), ["id"], key=["id"])
     assert isinstance(refused, Reject) and not refused.unknown  # a known change we refuse is never skipped
+
+
+def test_tidb_table_options_are_recorded_without_changes():
+    for sql in (
+        "ALTER TABLE c SET TIFLASH REPLICA 1",
+        "ALTER TABLE c /*T![placement] PLACEMENT POLICY=`p1` */",
+        "ALTER TABLE c TTL = `created_at` + INTERVAL 1 DAY",
+        "ALTER TABLE c COMMENT = 'it''s'",
+    ):
+        assert affected_tables(event(sql), []) == [T]
+        (change,) = plan_schema_changes(event(sql), ["id"])
+        assert isinstance(change, RecordOnly), sql
+
+
+def test_a_unique_index_among_column_actions_is_refused_like_a_lone_one():
+    (change,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN u INT, ADD UNIQUE KEY (u)"), ["id"])
+    assert isinstance(change, Reject) and not change.unknown
+    (added,) = plan_schema_changes(event("ALTER TABLE c ADD COLUMN n INT, ADD INDEX (n)"), ["id"])
+    assert isinstance(added, AddColumn) and added.column.name == "n"
+
+
+def test_a_statement_the_mirror_cannot_read_is_quoted_with_what_to_do():
+    sql = "ALTER TABLE c ALTER CHECK chk NOT ENFORCED"
+    (unknown,) = plan_schema_changes(event(sql), ["id"])
+    assert isinstance(unknown, Reject) and unknown.unknown
+    assert repr(sql) in unknown.reason
+    assert "--unknown-ddl skip" in unknown.reason
+    assert "ticdc-ingest load --force" in unknown.reason
