@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import random
 import struct
 import sys
 import uuid
@@ -29,6 +30,7 @@ from zoneinfo import ZoneInfo
 import fastavro
 import orjson
 
+from ingest.ddl_spelling import respell
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode.compression import Compression, compress
@@ -493,6 +495,9 @@ class Stream:
     register: Callable[[str, str], int] | None = None
     _registered: dict[tuple[str, str], int] = field(default_factory=dict)
     _partitions: dict[TableId, Partitions] = field(default_factory=dict)
+    # When set, CREATE TABLE and ADD COLUMN texts are spelt again in TiDB's varied forms (same meaning).
+    ddl_seed: int | None = None
+    _spelling: random.Random | None = None
 
     # -- time -------------------------------------------------------------------------------------------
     def tso(self, seconds: float) -> int:
@@ -620,6 +625,7 @@ class Stream:
 
     def create_table(self, sql: str, ts: int, partitions: Partitions | None = None) -> TableId:
         """CREATE TABLE; with ``partitions``, its PARTITION BY clause is appended and the model follows it."""
+        sql = self._respelt(sql, "")
         if partitions is not None:
             sql = f"{sql}\n{partitions.clause()}"
         statement = parse_ddl(sql, "")
@@ -678,10 +684,17 @@ class Stream:
             entry.schema = TableSchema((*entry.schema.columns, Column(name, column_type)), entry.schema.key)
             entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
 
-        self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
+        self.ddl(table.schema, table.table, self._respelt(sql, table.schema), ts, "ALTER", change)
         self._changes.append(
             _Change(ts, len(self._changes), table, "add_column", column=name, default=default)
         )
+
+    def _respelt(self, sql: str, default_schema: str) -> str:
+        if self.ddl_seed is None:
+            return sql
+        if self._spelling is None:
+            self._spelling = random.Random(self.ddl_seed)
+        return respell(sql, default_schema, self._spelling)
 
     def drop_column(self, table: TableId, name: str, ts: int) -> None:
         """ALTER TABLE ... DROP COLUMN (not a key column)."""

@@ -384,10 +384,10 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         if not isinstance(action, exp.ColumnDef):
             return OtherDdl(f"ALTER TABLE action {action.sql(dialect='mysql')!r} is not supported yet")
         position = action.args.get("position")
-        first = bool(position is not None and position.args.get("position") == "FIRST")
-        after = None
-        if position is not None and position.args.get("position") == "AFTER":
-            after = position.this.name
+        # sqlglot keeps FIRST/AFTER as written: `after` and `First` mean the same.
+        where = str(position.args.get("position") or "").upper() if position is not None else ""
+        first = where == "FIRST"
+        after = position.this.name if position is not None and where == "AFTER" else None
         actions.append(AddColumn(_column(action), first=first, after=after))
     return AlterTable(table, tuple(actions), adds_unique=adds_unique)
 

@@ -6,7 +6,17 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).parents[2] / "ingest"
-PURE = ["model.py", "config.py", "errors.py", "order.py", "sample.py", "workload.py", "decode", "plan"]
+PURE = [
+    "model.py",
+    "config.py",
+    "errors.py",
+    "order.py",
+    "sample.py",
+    "workload.py",
+    "ddl_spelling.py",
+    "decode",
+    "plan",
+]
 FORBIDDEN = ("pyspark", "delta", "py4j")
 
 

@@ -417,6 +417,8 @@ STATEMENTS: list[tuple[str, Any]] = [
     ),
     ("ALTER TABLE t ADD COLUMN a INT AFTER b", alter(T, AddColumn(col("a", ty(K.INT)), after="b"))),
     ("ALTER TABLE t ADD COLUMN z INT FIRST", alter(T, AddColumn(col("z", ty(K.INT)), first=True))),
+    ("alter table t add column a int after `b`", alter(T, AddColumn(col("a", ty(K.INT)), after="b"))),
+    ("Alter Table t Add Column z Int First", alter(T, AddColumn(col("z", ty(K.INT)), first=True))),
     (
         "ALTER TABLE t ADD COLUMN c VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin COMMENT 'it''s' DEFAULT 'x'",
         alter(T, AddColumn(col("c", ty(K.VARCHAR, length=10), True, "'x'"))),

@@ -33,8 +33,10 @@ OPS = st.one_of(
 
 
 def build(ops: list[tuple], partitions: int) -> tuple[Stream, list[TableId]]:
-    s = Stream(topic="cdc", partitions=partitions)
+    # DDL texts in TiDB's varied spellings, drawn from the ops so that each example stays reproducible.
+    s = Stream(topic="cdc", partitions=partitions, ddl_seed=len(ops) * 17 + partitions)
     names = [TableId("app", "t"), TableId("app", "u")]
+    keyword_names = ["status", "value", "date", "order", "key", "comment", "ttl", "clustered"]
     s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
     s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
     extra: list[dict[str, str]] = [{}, {}]  # added columns per logical table: name -> type
@@ -67,7 +69,8 @@ def build(ops: list[tuple], partitions: int) -> tuple[Stream, list[TableId]]:
                 s.watermark(s.tso(max(1.0, t - op[2])), partitions=[partition])
         elif kind == "add_column" and len(extra[i]) < 3:
             counter += 1
-            name = f"c{counter}"
+            # Column names that are keywords in MySQL or TiDB, while they last; each name is used once.
+            name = keyword_names.pop(0) if keyword_names else f"c{counter}"
             sql = f"ALTER TABLE `{table.table}` ADD COLUMN `{name}` int(11) NOT NULL DEFAULT '{op[2]}'"
             s.add_column(table, sql, ts, name, "int", default=op[2])
             extra[i][name] = "int"
