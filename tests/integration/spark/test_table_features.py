@@ -17,7 +17,7 @@ CREATE = (
     "CREATE TABLE `app`.`{name}` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, "
     "`n` int(11) DEFAULT NULL, `d` date DEFAULT NULL, `p` decimal(10,2) DEFAULT NULL, "
     "`r` float DEFAULT NULL, "
-    "PRIMARY KEY (`id`) /*T![clustered_index] NONCLUSTERED */)"
+    "PRIMARY KEY (`id`) NONCLUSTERED)"
 )
 FIRST_ROW = {"id": 1, "v": "one", "n": 5, "d": date(2020, 1, 2), "p": Decimal("9.50"), "r": 1.5}
 
