@@ -14,6 +14,7 @@ from dataclasses import replace
 from importlib.resources import files as package_files
 from pathlib import Path
 
+from ingest import parameters
 from ingest.config import IngestConfig, SourceKind, params_from_toml
 from ingest.errors import ConfigError, IngestError
 from ingest.model import TableId, tso_to_datetime
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="apply a change stream to the Delta tables, continuing from progress", allow_abbrev=False
     )
-    _add_run_flags(run)
+    parameters.add_flags(run, parameters.RUN)
     _add_edge_flags(run)
 
     resync = commands.add_parser(
@@ -43,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     resync.add_argument("--table", required=True, help="the upstream table to rebuild, as database.table")
-    _add_run_flags(resync)
+    parameters.add_flags(resync, parameters.RUN)
     _add_edge_flags(resync)
 
     status = commands.add_parser(
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "load",
         help="initial load from a TiDB Dumpling export; the stream then continues from its snapshot TSO",
     )
-    _add_load_flags(load)
+    parameters.add_flags(load, parameters.LOAD)
 
     demo = commands.add_parser("demo", help="mirror the bundled sample stream into a local lakehouse")
     demo.add_argument(
@@ -67,224 +68,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--input", default=None, help="sample records to use (default: the bundled sample)")
     return parser
-
-
-def _add_run_flags(run: argparse.ArgumentParser) -> None:
-    run.add_argument(
-        "--source",
-        default="files",
-        choices=["files", "kafka"],
-        help="where records come from: 'files' = a directory of captured Kafka records (JSON Lines), "
-        "'kafka' = the topics themselves, with Spark Structured Streaming",
-    )
-    run.add_argument(
-        "--input",
-        default=None,
-        help="with --source files: directory (or file) of captured records, one JSON object per line: "
-        "topic, partition, offset, timestamp (ms), key and value (base64); or kcat -J output; or a TiCDC "
-        "storage-sink root",
-    )
-    run.add_argument(
-        "--input-format",
-        default="auto",
-        choices=["auto", "records", "kcat", "storage"],
-        help="auto (default): a storage-sink root if <input>/metadata holds a checkpoint-ts, else each line "
-        "is a captured record or a kcat -J envelope (kcat lines carry 'broker')",
-    )
-    kafka = run.add_argument_group(
-        "Kafka source (--source kafka; any --kafka.<option>=<value> goes to the Kafka client as it is)"
-    )
-    kafka.add_argument("--kafka-bootstrap-servers", default=None, help="e.g. broker1:9092,broker2:9092")
-    kafka.add_argument("--topics", default=None, help="comma-separated topics TiCDC writes to")
-    kafka.add_argument("--topic-pattern", default=None, help="or: a regular expression naming the topics")
-    kafka.add_argument(
-        "--trigger",
-        default=None,
-        choices=["available-now", "processing-time"],
-        help="available-now: read what is there, then stop (default); processing-time: keep mirroring",
-    )
-    kafka.add_argument(
-        "--trigger-interval", default=None, help="with processing-time: e.g. '30 seconds' (default)"
-    )
-    kafka.add_argument(
-        "--checkpoint-location",
-        default=None,
-        help="Spark's checkpoint (default: <state-path>/checkpoints/<stream-id>); deleting it is safe",
-    )
-    kafka.add_argument("--max-offsets-per-trigger", default=None, help="cap on records per batch")
-    kafka.add_argument(
-        "--fail-on-data-loss",
-        default=None,
-        choices=["true", "false"],
-        help="stop when Kafka no longer has records the stream has not read (default: true)",
-    )
-    run.add_argument(
-        "--protocol",
-        default="canal-json",
-        choices=["canal-json", "simple", "avro"],
-        help="the changefeed's protocol; Canal-JSON needs enable-tidb-extension=true; avro needs "
-        "--schema-registry and gives per-key convergence only (see the README)",
-    )
-    run.add_argument(
-        "--schema-registry",
-        default=None,
-        help="--protocol avro: the Confluent-compatible schema registry the changefeed registers with",
-    )
-    run.add_argument(
-        "--schema-registry-timeout",
-        default=None,
-        help="seconds the registry may stay unreachable (retried with backoff) before the run stops "
-        "(default: 60)",
-    )
-    run.add_argument(
-        "--missing-extension",
-        default=None,
-        choices=["fail", "offset-order"],
-        help="Canal-JSON without enable-tidb-extension: fail (default), or apply it best effort in offset "
-        "order (per-key convergence, see the README)",
-    )
-    run.add_argument(
-        "--column-defaults",
-        default=None,
-        help="--protocol avro: the DEFAULT of columns whose Avro field cannot carry it (a DECIMAL added "
-        "with a DEFAULT), e.g. 'shop.items.price=3.1400'; ';' between entries",
-    )
-    run.add_argument(
-        "--column-types",
-        default=None,
-        help="the type of DECIMAL columns whose precision the stream does not say, e.g. "
-        "'shop.items.price=decimal(20,6)'; ';' between entries (default: kept exactly, as text)",
-    )
-    run.add_argument(
-        "--simple-encoding",
-        default=None,
-        choices=["json", "avro"],
-        help="the Simple protocol's encoding-format (default: json)",
-    )
-    run.add_argument(
-        "--compression",
-        default=None,
-        choices=["none", "lz4", "snappy"],
-        help="the changefeed's large-message-handle-compression (default: none)",
-    )
-    run.add_argument(
-        "--claim-check-path",
-        default=None,
-        help="where the changefeed's claim-check objects are (its claim-check-storage-uri, as a Spark path)",
-    )
-    run.add_argument(
-        "--claim-check-raw-value",
-        default=None,
-        choices=["true", "false"],
-        help="true if the changefeed writes raw claim-check objects (claim-check-raw-value=true)",
-    )
-    run.add_argument(
-        "--target-path",
-        default=None,
-        help="root of the mirror: tables live at <target-path>/<database>/<table>",
-    )
-    run.add_argument(
-        "--state-path",
-        default=None,
-        help="where progress and quarantine live (default: <target-path>/_ingest)",
-    )
-    run.add_argument(
-        "--timezone",
-        default="UTC",
-        help="time zone of the TiCDC server, in which TIMESTAMP values are rendered (default: UTC)",
-    )
-    run.add_argument(
-        "--partitions",
-        default=None,
-        help="the partitions TiCDC writes, e.g. 'tidb_cdc:0-2' or 't1:0,1;t2:0' (default: the "
-        "partitions seen in the input and in earlier runs)",
-    )
-    run.add_argument(
-        "--table-name-template",
-        default=None,
-        help="also register each table in the catalog under this name, e.g. 'main.{database}.{table}'",
-    )
-    run.add_argument(
-        "--max-bad-ratio",
-        default="0",
-        help="share of records that may be quarantined before the run fails (default: 0)",
-    )
-    run.add_argument(
-        "--stream-id",
-        default="default",
-        help="names this stream's progress, so several streams can share a state path",
-    )
-    run.add_argument(
-        "--unknown-ddl",
-        default="fail",
-        choices=["fail", "skip"],
-        help="a DDL the mirror does not know or cannot parse: stop before it (fail), or record it in the DDL "
-        "history and go on (skip) (default: fail)",
-    )
-    run.add_argument(
-        "--type-change",
-        default=None,
-        choices=["fail", "rewrite"],
-        help="a column type change Delta cannot widen: stop before it (fail), or rewrite the table with a "
-        "cast (rewrite) (default: fail)",
-    )
-    run.add_argument(
-        "--drop-table",
-        default="archive",
-        choices=["archive", "delete"],
-        help="DROP TABLE / DROP DATABASE: keep the table's last rows (archive) or delete them; either way "
-        "the table is marked retired (default: archive)",
-    )
-
-
-def _add_load_flags(load: argparse.ArgumentParser) -> None:
-    load.add_argument(
-        "--input", required=True, help="directory of the Dumpling export (with its metadata file)"
-    )
-    load.add_argument(
-        "--target-path",
-        required=True,
-        help="root of the mirror: tables live at <target-path>/<database>/<table>",
-    )
-    load.add_argument(
-        "--state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
-    )
-    load.add_argument("--stream-id", default="default", help="the stream that continues from the snapshot")
-    load.add_argument(
-        "--timezone",
-        default="UTC",
-        help="time zone of Dumpling's session, in which TIMESTAMP values were written (default: UTC)",
-    )
-    load.add_argument(
-        "--max-bad-ratio", default="0", help="share of a table's rows that may be quarantined (default: 0)"
-    )
-    load.add_argument(
-        "--force",
-        action="store_const",
-        const="true",
-        default=None,
-        help="replace tables the mirror already holds (refused if the snapshot is behind the mirror)",
-    )
-    load.add_argument("--csv-separator", default=None, help="Dumpling's --csv-separator (default: ',')")
-    load.add_argument("--csv-delimiter", default=None, help="Dumpling's --csv-delimiter (default: '\"')")
-    load.add_argument("--csv-null-value", default=None, help="Dumpling's --csv-null-value (default: \\N)")
-    load.add_argument(
-        "--csv-line-terminator",
-        default=None,
-        help="Dumpling's --csv-line-terminator (default: \\r\\n or \\n)",
-    )
-    load.add_argument(
-        "--no-header",
-        action="store_const",
-        const="true",
-        default=None,
-        help="the CSV files have no header line (Dumpling's --no-header)",
-    )
-    load.add_argument(
-        "--table-name-template",
-        default=None,
-        help="also register each table in the catalog under this name, e.g. 'main.{database}.{table}'",
-    )
 
 
 def _add_edge_flags(run: argparse.ArgumentParser) -> None:
@@ -304,13 +87,8 @@ def _add_edge_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
-def _explicit_keys(arguments: Sequence[str]) -> set[str]:
-    """The keys given on the command line (``--key value`` or ``--key=value``), as config keys."""
-    return {a[2:].split("=", 1)[0].replace("_", "-") for a in arguments if a.startswith("--")}
-
-
-def _params(args: argparse.Namespace, arguments: Sequence[str]) -> dict[str, str]:
-    """Config parameters from the flags, on top of the TOML file if one is given (flag defaults below it)."""
+def _params(args: argparse.Namespace) -> dict[str, str]:
+    """Config parameters from the flags given, on top of the TOML file if there is one."""
     edge = {"command", "verbose", "config", "progress", "table"}
     flags = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in edge and v is not None}
     if not args.config:
@@ -319,10 +97,7 @@ def _params(args: argparse.Namespace, arguments: Sequence[str]) -> dict[str, str
         text = Path(args.config).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config: cannot read {args.config}: {exc}") from exc
-    from_file = params_from_toml(text)
-    explicit = _explicit_keys(arguments)
-    defaults = {k: v for k, v in flags.items() if k not in from_file and k not in explicit}
-    return {**defaults, **from_file, **{k: v for k, v in flags.items() if k in explicit}}
+    return {**params_from_toml(text), **flags}
 
 
 def mirror_main() -> int:
@@ -370,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args.target_path, args.state_path, args.stream_id)
         if args.command == "load":
             return _load(vars(args))
-        config = IngestConfig.from_params({**_params(args, arguments), **kafka_options})
+        config = IngestConfig.from_params({**_params(args), **kafka_options})
         if args.command == "resync":
             return _resync(config, args.table)
         show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ingest import parameters
 from ingest.decode.compression import Compression
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError
@@ -84,6 +85,7 @@ class MissingExtensionPolicy(Enum):
 
 
 STATE_DIR_NAME = "_ingest"
+_RUN = parameters.by_key(parameters.RUN)
 
 
 def absolute_local_path(path: str) -> str:
@@ -148,26 +150,25 @@ def _parse_column_types(text: str) -> dict[TableId, dict[str, ColumnType]]:
     return result
 
 
-def _reject_unknown(params: Mapping[str, str], known: set[str]) -> None:
-    """An unknown key is an error that names it, and every key that would have been accepted."""
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-
-
 E = TypeVar("E", bound=Enum)
 
 
-def _choice(params: Mapping[str, str], key: str, kind: type[E], default: E) -> E:
+def _choice(params: Mapping[str, str], key: str, kind: type[E]) -> E:
     """An enum-valued parameter; the error names the key, the value and every accepted value."""
-    value = params.get(key)
-    if value is None:
-        return default
+    text = parameters.value(params, _RUN[key]) or ""
     try:
-        return kind(value)
+        return kind(text)
     except ValueError as exc:
         accepted = ", ".join(str(member.value) for member in kind)
-        raise ConfigError(f"{key}: {value!r} is not supported; use one of: {accepted}") from exc
+        raise ConfigError(f"{key}: {text!r} is not supported; use one of: {accepted}") from exc
+
+
+def _number(params: Mapping[str, str], key: str, what: str) -> float:
+    text = parameters.value(params, _RUN[key]) or ""
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {text!r} is not {what}") from exc
 
 
 @dataclass(frozen=True)
@@ -214,21 +215,7 @@ class KafkaSource:
             )
 
 
-_KAFKA_KEYS = {
-    "kafka-bootstrap-servers", "topics", "topic-pattern", "trigger", "trigger-interval",
-    "checkpoint-location", "max-offsets-per-trigger", "fail-on-data-loss",
-}  # fmt: skip
-
-
-def _parse_bool(params: Mapping[str, str], key: str, default: bool) -> bool:
-    value = params.get(key)
-    if value is None:
-        return default
-    if value.strip().lower() in ("true", "1", "yes"):
-        return True
-    if value.strip().lower() in ("false", "0", "no"):
-        return False
-    raise ConfigError(f"{key}: {value!r} is not a boolean; use true or false")
+_KAFKA_KEYS = {p.key for p in parameters.RUN if p.group == parameters.KAFKA}
 
 
 def _kafka_from_params(params: Mapping[str, str], options: Mapping[str, str]) -> KafkaSource:
@@ -248,11 +235,11 @@ def _kafka_from_params(params: Mapping[str, str], options: Mapping[str, str]) ->
         bootstrap_servers=bootstrap or passed or "",
         topics=tuple(t.strip() for t in params.get("topics", "").split(",") if t.strip()),
         topic_pattern=params.get("topic-pattern") or None,
-        trigger=_choice(params, "trigger", Trigger, Trigger.AVAILABLE_NOW),
-        trigger_interval=params.get("trigger-interval", "30 seconds").strip(),
+        trigger=_choice(params, "trigger", Trigger),
+        trigger_interval=(parameters.value(params, _RUN["trigger-interval"]) or "").strip(),
         checkpoint_location=params.get("checkpoint-location", ""),
         max_offsets_per_trigger=limit,
-        fail_on_data_loss=_parse_bool(params, "fail-on-data-loss", True),
+        fail_on_data_loss=parameters.flag(params, _RUN["fail-on-data-loss"]),
         options={k: v for k, v in options.items() if k != "kafka.bootstrap.servers"},
     )
 
@@ -368,47 +355,17 @@ class IngestConfig:
         Raises:
             ConfigError: a key is unknown or a value is invalid; the message names both.
         """
-        known = {
-            "source", "input", "protocol", "target-path", "state-path", "timezone", "partitions",
-            "table-name-template", "max-bad-ratio", "stream-id", "drop-table",
-            "unknown-ddl", "type-change", "simple-encoding", "compression", "claim-check-path",
-            "claim-check-raw-value", "input-format", "schema-registry", "schema-registry-timeout",
-            "missing-extension", "column-defaults", "column-types",
-        }  # fmt: skip
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
         options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
-        normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None and k not in options}
-        known |= _KAFKA_KEYS
-        _reject_unknown(normalized, known)
-        # An empty job parameter or widget means "not set": bundles and notebooks cannot omit a key.
-        normalized = {k: v for k, v in normalized.items() if v != ""}
-        source = _choice(normalized, "source", SourceKind, SourceKind.FILES)
-        protocol = _choice(normalized, "protocol", Protocol, Protocol.CANAL_JSON)
-        simple_encoding = _choice(normalized, "simple-encoding", SimpleEncoding, SimpleEncoding.JSON)
-        compression = _choice(normalized, "compression", Compression, Compression.NONE)
-        raw_text = normalized.get("claim-check-raw-value", "false").lower()
-        if raw_text not in ("true", "false"):
-            raise ConfigError(f"claim-check-raw-value: {raw_text!r} is not true or false")
+        normalized = parameters.normalize(
+            {k: v for k, v in params.items() if k not in options}, parameters.RUN
+        )
+        source = _choice(normalized, "source", SourceKind)
+        protocol = _choice(normalized, "protocol", Protocol)
         if "simple-encoding" in normalized and protocol is not Protocol.SIMPLE:
             raise ConfigError(
                 "simple-encoding applies to --protocol simple only; remove it or set the protocol"
             )
-        drop_table = _choice(normalized, "drop-table", DropTablePolicy, DropTablePolicy.ARCHIVE)
-        unknown_ddl = _choice(normalized, "unknown-ddl", UnknownDdlPolicy, UnknownDdlPolicy.FAIL)
-        type_change = _choice(normalized, "type-change", TypeChangePolicy, TypeChangePolicy.FAIL)
-        input_format = _choice(normalized, "input-format", InputFormat, InputFormat.AUTO)
-        ratio_text = normalized.get("max-bad-ratio", "0")
-        try:
-            ratio = float(ratio_text)
-        except ValueError as exc:
-            raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
-        timeout_text = normalized.get("schema-registry-timeout", "60")
-        try:
-            registry_timeout = float(timeout_text)
-        except ValueError as exc:
-            raise ConfigError(
-                f"schema-registry-timeout: {timeout_text!r} is not a number of seconds"
-            ) from exc
         partitions = normalized.get("partitions")
         kafka_given = sorted((set(normalized) & _KAFKA_KEYS) | set(options))
         if source is not SourceKind.KAFKA and kafka_given:
@@ -419,27 +376,25 @@ class IngestConfig:
             source=source,
             input_path=normalized.get("input", ""),
             protocol=protocol,
-            simple_encoding=simple_encoding,
-            compression=compression,
+            simple_encoding=_choice(normalized, "simple-encoding", SimpleEncoding),
+            compression=_choice(normalized, "compression", Compression),
             claim_check_path=normalized.get("claim-check-path") or None,
-            claim_check_raw_value=raw_text == "true",
+            claim_check_raw_value=parameters.flag(normalized, _RUN["claim-check-raw-value"]),
             target_path=normalized.get("target-path", ""),
             state_path=normalized.get("state-path", ""),
-            timezone=normalized.get("timezone", "UTC"),
+            timezone=parameters.value(normalized, _RUN["timezone"]) or "",
             partitions=_parse_partitions(partitions) if partitions else None,
             table_name_template=normalized.get("table-name-template") or None,
-            max_bad_ratio=ratio,
-            stream_id=normalized.get("stream-id", "default"),
-            drop_table=drop_table,
-            unknown_ddl=unknown_ddl,
-            type_change=type_change,
+            max_bad_ratio=_number(normalized, "max-bad-ratio", "a number"),
+            stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
+            drop_table=_choice(normalized, "drop-table", DropTablePolicy),
+            unknown_ddl=_choice(normalized, "unknown-ddl", UnknownDdlPolicy),
+            type_change=_choice(normalized, "type-change", TypeChangePolicy),
             kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
-            input_format=input_format,
+            input_format=_choice(normalized, "input-format", InputFormat),
             schema_registry=normalized.get("schema-registry") or None,
-            schema_registry_timeout=registry_timeout,
-            missing_extension=_choice(
-                normalized, "missing-extension", MissingExtensionPolicy, MissingExtensionPolicy.FAIL
-            ),
+            schema_registry_timeout=_number(normalized, "schema-registry-timeout", "a number of seconds"),
+            missing_extension=_choice(normalized, "missing-extension", MissingExtensionPolicy),
             column_defaults=_parse_column_settings("column-defaults", normalized.get("column-defaults", "")),
             column_types=_parse_column_types(normalized.get("column-types", "")),
         )
@@ -483,20 +438,6 @@ class IngestConfig:
         if self.table_name_template is None:
             return None
         return self.table_name_template.format(database=schema, table=table)
-
-
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def _flag(params: Mapping[str, str], key: str, default: bool) -> bool:
-    value = params.get(key)
-    if value is None or value == "":
-        return default
-    if value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    raise ConfigError(f"{key}: {value!r} is not true or false")
 
 
 def _unescape_option(text: str) -> str:
@@ -555,37 +496,37 @@ class LoadConfig:
         Raises:
             ConfigError: a key is unknown or a value is invalid; the message names both.
         """
-        known = {
-            "input", "target-path", "state-path", "stream-id", "timezone", "max-bad-ratio", "force",
-            "csv-separator", "csv-delimiter", "csv-null-value", "csv-header", "no-header",
-            "csv-line-terminator", "escape-backslash", "table-name-template",
-        }  # fmt: skip
-        normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
-        _reject_unknown(normalized, known)
-        if not _flag(normalized, "escape-backslash", True):
+        normalized = parameters.normalize(params, parameters.LOAD)
+        load = parameters.by_key(parameters.LOAD)
+
+        def text(key: str) -> str:
+            return parameters.value(normalized, load[key]) or ""
+
+        if not parameters.flag(normalized, load["escape-backslash"]):
             raise ConfigError(
                 "escape-backslash: only exports written with Dumpling's default --escape-backslash=true can "
                 "be loaded (it keeps every row on one line, so big files split across tasks); export again "
                 "without --escape-backslash=false"
             )
-        ratio_text = normalized.get("max-bad-ratio", "0")
         try:
-            ratio = float(ratio_text)
+            ratio = float(text("max-bad-ratio"))
         except ValueError as exc:
-            raise ConfigError(f"max-bad-ratio: {ratio_text!r} is not a number") from exc
-        header = _flag(normalized, "csv-header", True) and not _flag(normalized, "no-header", False)
+            raise ConfigError(f"max-bad-ratio: {text('max-bad-ratio')!r} is not a number") from exc
+        header = parameters.flag(normalized, load["csv-header"]) and not parameters.flag(
+            normalized, load["no-header"]
+        )
         terminator = normalized.get("csv-line-terminator")
         return cls(
-            input_path=normalized.get("input", ""),
-            target_path=normalized.get("target-path", ""),
-            state_path=normalized.get("state-path", ""),
-            stream_id=normalized.get("stream-id", "default"),
-            timezone=normalized.get("timezone", "UTC"),
+            input_path=text("input"),
+            target_path=text("target-path"),
+            state_path=text("state-path"),
+            stream_id=text("stream-id"),
+            timezone=text("timezone"),
             max_bad_ratio=ratio,
-            force=_flag(normalized, "force", False),
-            csv_separator=_unescape_option(normalized.get("csv-separator", ",")),
-            csv_delimiter=_unescape_option(normalized.get("csv-delimiter", '"')),
-            csv_null_value=normalized.get("csv-null-value", "\\N"),
+            force=parameters.flag(normalized, load["force"]),
+            csv_separator=_unescape_option(text("csv-separator")),
+            csv_delimiter=_unescape_option(text("csv-delimiter")),
+            csv_null_value=text("csv-null-value"),
             csv_header=header,
             csv_line_terminator=_unescape_option(terminator) if terminator else None,
             table_name_template=normalized.get("table-name-template") or None,

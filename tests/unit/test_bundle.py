@@ -80,7 +80,7 @@ def test_default_parameters_make_a_valid_config_through_the_cli(name):
         named = task["python_wheel_task"]["named_parameters"]
         argv = [f"--{k}={JOB_REF.sub(lambda m: defaults[m.group(1)], v)}" for k, v in named.items()]
         arguments = ["run", *argv]  # what the wheel entry point hands to main()
-        config = IngestConfig.from_params(_params(_parser().parse_args(arguments), arguments))
+        config = IngestConfig.from_params(_params(_parser().parse_args(arguments)))
         assert config.target_path == defaults["target_path"]
 
 

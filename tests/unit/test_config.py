@@ -42,7 +42,7 @@ def test_partitions_ranges_and_lists():
         ("protocol", "open", "not supported; use one of: canal-json, simple"),
         ("compression", "zstd", "use one of: none, lz4, snappy"),
         ("simple-encoding", "avro", "applies to --protocol simple only"),
-        ("claim-check-raw-value", "yes", "not true or false"),
+        ("claim-check-raw-value", "maybe", "is not a boolean; use true or false"),
         ("drop-table", "purge", "'purge' is not supported; use one of: archive, delete"),
         ("unknown-ddl", "ignore", "use one of: fail, skip"),
         ("table-name-template", "{db}.{table}", "may only use"),

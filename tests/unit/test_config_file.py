@@ -3,7 +3,7 @@
 import pytest
 
 from ingest.cli import _params, _parser
-from ingest.config import IngestConfig, InputFormat, params_from_toml
+from ingest.config import IngestConfig, InputFormat, UnknownDdlPolicy, params_from_toml
 from ingest.errors import ConfigError
 
 TOML = """
@@ -67,11 +67,12 @@ def test_command_line_flags_win_over_the_file_and_flag_defaults_lose_to_it(tmp_p
     path.write_text('input = "/from/file"\ntarget-path = "/lake"\ntimezone = "Asia/Tokyo"\n')
     arguments = ["run", "--config", str(path), "--input=/from/flag"]
     args = _parser().parse_args(arguments)
-    params = _params(args, arguments)
+    params = _params(args)
     assert params["input"] == "/from/flag"  # explicit flag beats the file
-    assert params["timezone"] == "Asia/Tokyo"  # file beats the flag's default (UTC)
-    assert params["unknown-ddl"] == "fail"  # flag defaults fill what the file leaves out
+    assert params["timezone"] == "Asia/Tokyo"  # file beats the parameter's default (UTC)
     assert "config" not in params and "progress" not in params
+    # Defaults fill what the file leaves out, from the one parameter table.
+    assert IngestConfig.from_params(params).unknown_ddl is UnknownDdlPolicy.FAIL
 
 
 def test_unknown_key_in_the_file_fails_through_the_cli(tmp_path, capsys):

@@ -31,7 +31,7 @@ def test_csv_flags_as_typed_on_a_shell():
     [
         ({"input": "e", "target-path": "l", "csv-seperator": ";"}, "unknown parameter.*csv-seperator"),
         ({"input": "e", "target-path": "l", "escape-backslash": "false"}, "--escape-backslash=true"),
-        ({"input": "e", "target-path": "l", "force": "maybe"}, "force: 'maybe' is not true or false"),
+        ({"input": "e", "target-path": "l", "force": "maybe"}, "force: 'maybe' is not a boolean"),
         ({"input": "e", "target-path": "l", "timezone": "Mars/Base"}, "timezone"),
         ({"target-path": "l"}, "input: the directory of a Dumpling export is required"),
     ],

@@ -1,0 +1,174 @@
+"""Every job parameter, once: key, default, accepted values and help. No I/O.
+
+``IngestConfig.from_params`` and ``LoadConfig.from_params`` take their keys and defaults from here, the CLI
+builds its flags from here, and a test holds the README's configuration table against it, so a parameter
+cannot be known to one and missing from another.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ingest.errors import ConfigError
+
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One job parameter as every entry point spells it (``--key`` on the command line)."""
+
+    key: str
+    default: str | None  # as text, the way a job parameter arrives; None: not set
+    help: str
+    choices: tuple[str, ...] = ()
+    group: str = ""  # a heading for the command line's help
+    switch: bool = False  # on the command line a bare ``--key`` means true
+
+    def describe(self) -> str:
+        """The help text, with the default where there is one."""
+        return self.help if self.default is None else f"{self.help} (default: {self.default})"
+
+
+KAFKA = "Kafka source (--source kafka; any --kafka.<option>=<value> goes to the Kafka client as it is)"
+
+RUN: tuple[Parameter, ...] = (
+    Parameter("source", "files", "where records come from: 'files' = a directory of captured Kafka records "
+              "(JSON Lines), 'kafka' = the topics themselves, with Spark Structured Streaming",
+              ("files", "kafka")),
+    Parameter("input", None, "with --source files: directory (or file) of captured records, one JSON "
+              "object per line: topic, partition, offset, timestamp (ms), key and value (base64); or kcat -J "
+              "output; or a TiCDC storage-sink root"),
+    Parameter("input-format", "auto", "auto: a storage-sink root if <input>/metadata holds a checkpoint-ts, "
+              "else each line is a captured record or a kcat -J envelope (kcat lines carry 'broker')",
+              ("auto", "records", "kcat", "storage")),
+    Parameter("kafka-bootstrap-servers", None, "e.g. broker1:9092,broker2:9092", group=KAFKA),
+    Parameter("topics", None, "comma-separated topics TiCDC writes to", group=KAFKA),
+    Parameter("topic-pattern", None, "or: a regular expression naming the topics", group=KAFKA),
+    Parameter("trigger", "available-now", "available-now: read what the topics hold, then stop; "
+              "processing-time: keep mirroring, one batch per trigger interval",
+              ("available-now", "processing-time"), group=KAFKA),
+    Parameter("trigger-interval", "30 seconds", "with processing-time: how often a batch starts, e.g. "
+              "'500 milliseconds', '5 minutes'", group=KAFKA),
+    Parameter("checkpoint-location", None, "Spark's checkpoint (default: <state-path>/checkpoints/"
+              "<stream-id>); safe to delete, positions come from our progress", group=KAFKA),
+    Parameter("max-offsets-per-trigger", None, "cap on the records one batch reads", group=KAFKA),
+    Parameter("fail-on-data-loss", "true", "stop when Kafka no longer holds records not yet read",
+              ("true", "false"), group=KAFKA),
+    Parameter("protocol", "canal-json", "the changefeed's protocol; Canal-JSON needs "
+              "enable-tidb-extension=true; avro needs --schema-registry and gives per-key convergence only "
+              "(see the README)", ("canal-json", "simple", "avro")),
+    Parameter("schema-registry", None, "--protocol avro: the Confluent-compatible schema registry the "
+              "changefeed registers with"),
+    Parameter("schema-registry-timeout", "60", "seconds the registry may stay unreachable (retried with "
+              "backoff) before the run stops"),
+    Parameter("missing-extension", "fail", "Canal-JSON without enable-tidb-extension: fail, or apply it best "
+              "effort in offset order (per-key convergence, see the README)", ("fail", "offset-order")),
+    Parameter("column-defaults", None, "--protocol avro: the DEFAULT of columns whose Avro field cannot "
+              "carry it (a DECIMAL added with a DEFAULT), e.g. 'shop.items.price=3.1400'; ';' between "
+              "entries"),
+    Parameter("column-types", None, "the type of DECIMAL columns whose precision the stream does not say, "
+              "e.g. 'shop.items.price=decimal(20,6)'; ';' between entries (unset: the exact digits as text)"),
+    Parameter("simple-encoding", "json", "the Simple protocol's encoding-format", ("json", "avro")),
+    Parameter("compression", "none", "the changefeed's large-message-handle-compression",
+              ("none", "lz4", "snappy")),
+    Parameter("claim-check-path", None, "where the changefeed's claim-check objects are (its "
+              "claim-check-storage-uri, as a Spark path)"),
+    Parameter("claim-check-raw-value", "false", "true if the changefeed writes raw claim-check objects "
+              "(claim-check-raw-value=true)", ("true", "false")),
+    Parameter("target-path", None, "root of the mirror: tables live at <target-path>/<database>/<table>"),
+    Parameter("state-path", None, "where progress and quarantine live (default: <target-path>/_ingest)"),
+    Parameter("timezone", "UTC", "time zone of the TiCDC server, in which TIMESTAMP values are rendered"),
+    Parameter("partitions", None, "the partitions TiCDC writes, e.g. 'tidb_cdc:0-2' or 't1:0,1;t2:0' "
+              "(default: the partitions seen in the input and in earlier runs)"),
+    Parameter("table-name-template", None, "also register each table in the catalog under this name, e.g. "
+              "'main.{database}.{table}'"),
+    Parameter("max-bad-ratio", "0", "share of records that may be quarantined before the run fails"),
+    Parameter("stream-id", "default", "names this stream's progress, so several streams can share a state "
+              "path"),
+    Parameter("unknown-ddl", "fail", "a DDL the mirror does not know or cannot parse: stop before it (fail), "
+              "or record it in the DDL history and go on (skip)", ("fail", "skip")),
+    Parameter("type-change", "fail", "a column type change Delta cannot widen: stop before it (fail), or "
+              "rewrite the table with a cast (rewrite)", ("fail", "rewrite")),
+    Parameter("drop-table", "archive", "DROP TABLE / DROP DATABASE: keep the table's last rows (archive) or "
+              "delete them; either way the table is marked retired", ("archive", "delete")),
+)  # fmt: skip
+
+LOAD: tuple[Parameter, ...] = (
+    Parameter("input", None, "directory of the Dumpling export (with its metadata file)"),
+    Parameter("target-path", None, "root of the mirror: tables live at <target-path>/<database>/<table>"),
+    Parameter("state-path", None, "where progress lives (default: <target-path>/_ingest)"),
+    Parameter("stream-id", "default", "the stream that continues from the snapshot"),
+    Parameter("timezone", "UTC", "time zone of Dumpling's session, in which TIMESTAMP values were written"),
+    Parameter("max-bad-ratio", "0", "share of a table's rows that may be quarantined"),
+    Parameter("force", "false", "replace tables the mirror already holds (refused if the snapshot is behind "
+              "the mirror)", switch=True),
+    Parameter("csv-separator", ",", "Dumpling's --csv-separator"),
+    Parameter("csv-delimiter", '"', "Dumpling's --csv-delimiter"),
+    Parameter("csv-null-value", "\\N", "Dumpling's --csv-null-value"),
+    Parameter("csv-header", "true", "the CSV files start with a header line", ("true", "false")),
+    Parameter("no-header", "false", "the CSV files have no header line (Dumpling's --no-header)",
+              switch=True),
+    Parameter("csv-line-terminator", None, "Dumpling's --csv-line-terminator (default: \\r\\n or \\n)"),
+    Parameter("escape-backslash", "true", "Dumpling's --escape-backslash; only true can be loaded",
+              ("true", "false")),
+    Parameter("table-name-template", None, "also register each table in the catalog under this name, e.g. "
+              "'main.{database}.{table}'"),
+)  # fmt: skip
+
+
+def by_key(parameters: Iterable[Parameter]) -> dict[str, Parameter]:
+    return {p.key: p for p in parameters}
+
+
+def normalize(params: Mapping[str, str | None], parameters: Iterable[Parameter]) -> dict[str, str]:
+    """Keys with ``-`` (``_`` is accepted too), unset values dropped; an unknown key is an error naming it and
+    every key that would have been accepted. An empty value means "not set": bundles and notebooks cannot
+    leave a key out."""
+    known = by_key(parameters)
+    normalized = {k.replace("_", "-"): v for k, v in params.items() if v is not None}
+    unknown = sorted(set(normalized) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return {k: v for k, v in normalized.items() if v != ""}
+
+
+def value(params: Mapping[str, str], parameter: Parameter) -> str | None:
+    """The given value, else the parameter's default."""
+    return params.get(parameter.key, parameter.default)
+
+
+def flag(params: Mapping[str, str], parameter: Parameter) -> bool:
+    """A boolean parameter: true/false (also 1/0, yes/no, on/off, in any case)."""
+    text = (value(params, parameter) or "").strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    raise ConfigError(f"{parameter.key}: {text!r} is not a boolean; use true or false")
+
+
+def add_flags(parser: argparse.ArgumentParser, parameters: Iterable[Parameter]) -> None:
+    """One ``--key`` per parameter. Flags default to unset, so the parameter's own default applies in one
+    place (and a config file's value is not overridden by a flag nobody gave)."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for parameter in parameters:
+        target: argparse._ArgumentGroup | argparse.ArgumentParser = parser
+        if parameter.group:
+            if parameter.group not in groups:
+                groups[parameter.group] = parser.add_argument_group(parameter.group)
+            target = groups[parameter.group]
+        if parameter.switch:
+            target.add_argument(
+                f"--{parameter.key}", action="store_const", const="true", default=None, help=parameter.help
+            )
+        else:
+            target.add_argument(
+                f"--{parameter.key}",
+                default=None,
+                choices=list(parameter.choices) or None,
+                help=parameter.describe(),
+            )
