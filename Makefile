@@ -40,35 +40,35 @@ test-kafka: jars ## only the tests against a real local Kafka broker (started an
 	$(BIN)/python -m pytest -m kafka
 
 kafka-up: $(STAMP) ## start a local Kafka broker (KRaft, jars from Maven Central) and print its address
-	$(BIN)/python -m ingest.local_services kafka-up
+	$(BIN)/python -m testkit.local_services kafka-up
 
 kafka-sample: $(STAMP) ## produce the bundled sample stream to topic tidb_cdc on the local broker
-	$(BIN)/python -m ingest.local_services produce-sample --topic tidb_cdc
+	$(BIN)/python -m testkit.local_services produce-sample --topic tidb_cdc
 
 kafka-down: $(STAMP) ## stop the local Kafka broker and delete its data
-	$(BIN)/python -m ingest.local_services kafka-down
+	$(BIN)/python -m testkit.local_services kafka-down
 
 registry-up: $(STAMP) ## start a local schema registry (Apicurio, Confluent-compatible API) and print its URL
-	$(BIN)/python -m ingest.local_services registry-up
+	$(BIN)/python -m testkit.local_services registry-up
 
 registry-down: $(STAMP) ## stop the local schema registry
-	$(BIN)/python -m ingest.local_services registry-down
+	$(BIN)/python -m testkit.local_services registry-down
 
 bench: jars ## run the benchmark suite (sizes: BENCH_* variables, see bench/run.py) and write BENCHMARKS.md
 	$(BIN)/python -m bench.run --output BENCHMARKS.md
 
 lint: $(STAMP) ## ruff and mypy
-	$(BIN)/ruff check ingest tests jobs notebooks bench
-	$(BIN)/ruff format --check ingest tests jobs notebooks bench
+	$(BIN)/ruff check ingest testkit tests jobs notebooks bench
+	$(BIN)/ruff format --check ingest testkit tests jobs notebooks bench
 	$(BIN)/mypy
 
 fmt: $(STAMP) ## format and fix what ruff can
-	$(BIN)/ruff format ingest tests jobs notebooks bench
-	$(BIN)/ruff check --fix ingest tests jobs notebooks bench
+	$(BIN)/ruff format ingest testkit tests jobs notebooks bench
+	$(BIN)/ruff check --fix ingest testkit tests jobs notebooks bench
 
 sample: $(STAMP) ## regenerate the bundled sample stream from its generator
 	rm -rf ingest/samples/canal_json
-	$(BIN)/python -m ingest.sample ingest/samples/canal_json
+	$(BIN)/python -m testkit.sample ingest/samples/canal_json
 
 clean: ## remove the virtualenv and the demo lakehouse (the jar cache in ~/.cache stays)
 	rm -rf $(VENV) lakehouse .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 
 Everything is measured through the product's own code paths on ``local[2]``: decode is each protocol's
 decoder in ``ingest.spark_decode``, apply is ``ingest.pipeline.run_files`` (read, decode, order, plan,
-MERGE, progress). Streams come from ``ingest.workload``. Sizes come from environment variables
+MERGE, progress). Streams come from ``testkit.workload``. Sizes come from environment variables
 (see ``Sizes``); ``--smoke`` makes every size tiny, for the test that checks the report's shape.
 """
 
@@ -55,7 +55,7 @@ from ingest.spark_decode import (
     decode_ticdc_avro,
     prepare_payload,
 )
-from ingest.workload import (
+from testkit.workload import (
     DATETIME_BASE_MICROS,
     SIMPLE_AVRO,
     TICDC_AVRO,
@@ -305,7 +305,7 @@ class MergeTimer:
 
 
 def _sql_value(kind: ColumnKind, column: int, key: Column) -> Column:
-    """Spark's twin of ingest.workload.preloaded_value: the same values from the same key."""
+    """Spark's twin of testkit.workload.preloaded_value: the same values from the same key."""
     if kind is ColumnKind.BIGINT:
         return key
     if kind is ColumnKind.INT:
@@ -322,7 +322,7 @@ def _sql_value(kind: ColumnKind, column: int, key: Column) -> Column:
 def preloaded_rows(
     spark: SparkSession, definition: TableDef, rows: int, commit_ts: int, *, first_key: int = 0
 ) -> DataFrame:
-    """The rows ``ingest.workload`` takes to exist before its stream (``rows`` keys from ``first_key``)."""
+    """The rows ``testkit.workload`` takes to exist before its stream (``rows`` keys from ``first_key``)."""
     key = F.col("id")
     columns = [
         _sql_value(kind, index, key).alias(name)
@@ -1073,8 +1073,8 @@ def render(
         "",
         "## Workload",
         "",
-        "Streams come from `ingest.workload` (Canal-JSON with the TiDB extension, byte for byte what the "
-        "upstream model in `ingest.sample` writes): CREATE TABLE on partition 0, rows routed to partitions "
+        "Streams come from `testkit.workload` (Canal-JSON with the TiDB extension, byte for byte what the "
+        "upstream model in `testkit.sample` writes): CREATE TABLE on partition 0, rows routed to partitions "
         "by key, a watermark on every partition each 10,000 events and at the end of each batch. Mixes: "
         "insert-only; update-heavy 80% UPDATE / 15% INSERT / 5% DELETE; delete-heavy 60% DELETE / 20% "
         "UPDATE / 20% INSERT. Keys of UPDATE/DELETE: uniform over the live keys, or Zipf (s = 1.1).",

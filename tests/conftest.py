@@ -37,7 +37,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real Kafka broker (KRaft, single node, 127.0.0.1) per test session; killed at the end."""
-    from ingest.local_services import KafkaBroker
+    from testkit.local_services import KafkaBroker
 
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
     broker.start()
@@ -51,9 +51,9 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a real Confluent-compatible schema registry (Apicurio, in memory), e.g.
     ``http://127.0.0.1:PORT/apis/ccompat/v7``; one per test session, killed at the end."""
-    from ingest.local_services import SchemaRegistry
+    from testkit.local_services import RegistryServer
 
-    registry = SchemaRegistry(tmp_path_factory.mktemp("registry"))
+    registry = RegistryServer(tmp_path_factory.mktemp("registry"))
     registry.start()
     try:
         yield registry.url

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, ColumnType, TableId
-from ingest.sample import Stream, wire_text
+from testkit.sample import Stream, wire_text
 
 NUMBERS = (ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT, ColumnKind.INT, ColumnKind.BIGINT,
            ColumnKind.DECIMAL, ColumnKind.FLOAT, ColumnKind.DOUBLE)  # fmt: skip

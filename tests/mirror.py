@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ingest.model import ColumnKind, TableId
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 
 def normalize(value: Any) -> Any:

@@ -18,7 +18,7 @@ from nbclient import NotebookClient
 
 from ingest.model import TableId
 from ingest.notebook import env_name
-from ingest.sample import build_sample
+from testkit.sample import build_sample
 
 NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
 HEADER = "# Databricks notebook source"

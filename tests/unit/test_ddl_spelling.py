@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from ingest.ddl_spelling import respell
-from ingest.sample import ADD_POINTS, CUSTOMERS, ORDER_ITEMS, ORDERS, STOCK
+from testkit.ddl_spelling import respell
+from testkit.sample import ADD_POINTS, CUSTOMERS, ORDER_ITEMS, ORDERS, STOCK
 
 STATEMENTS = (
     CUSTOMERS,

@@ -7,7 +7,7 @@ from dumpling_export import Dialect, csv_field, sql_literal
 
 from ingest.decode import dumpling as dd
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
-from ingest.sample import wire_text
+from testkit.sample import wire_text
 
 AWKWARD = """CREATE TABLE `app`.`awkward` (
   `id` bigint(20) unsigned NOT NULL,

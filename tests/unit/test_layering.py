@@ -1,41 +1,136 @@
-"""Pure stages never import Spark or Delta: they must stay testable (and usable) without a JVM."""
+"""The package's layering, read from its own imports: pure stages never import Spark or Delta, imports point
+one way (from the wiring down to the model), and the test kit stays out of the
+package.
+
+``python tests/unit/test_layering.py`` prints the import structure by layer.
+"""
+
+from __future__ import annotations
 
 import ast
+import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import tomllib
 
-PACKAGE = Path(__file__).parents[2] / "ingest"
-PURE = [
-    "model.py",
-    "config.py",
-    "errors.py",
-    "order.py",
-    "sample.py",
-    "workload.py",
-    "ddl_spelling.py",
-    "decode",
-    "plan",
-]
+ROOT = Path(__file__).parents[2]
+PACKAGE = ROOT / "ingest"
+
+# Layers from the bottom up; a module may import its own layer and the ones below it. A name matches a
+# module and everything under it (``ingest.decode`` covers ``ingest.decode.simple``).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("model", ("ingest.model", "ingest.errors")),
+    ("decode", ("ingest.parameters", "ingest.decode")),
+    ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config")),
+    (
+        "I/O: apply, state, sources",
+        ("ingest.apply", "ingest.state", "ingest.source", "ingest.registry", "ingest.spark",
+         "ingest.spark_decode", "ingest.progress", "ingest.buffer", "ingest.quarantine",
+         "ingest.ddl_history", "ingest.schema_cache"),
+    ),
+    (
+        "wiring",
+        ("ingest.pipeline", "ingest.converge", "ingest.initial_load", "ingest.resync", "ingest.stream",
+         "ingest.status", "ingest.notebook", "ingest.asof", "ingest.verify"),
+    ),
+    ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
+]  # fmt: skip
+PURE = ["ingest.model", "ingest.errors", "ingest.parameters", "ingest.decode", "ingest.order", "ingest.plan",
+        "ingest.config", "testkit.sample", "testkit.workload", "testkit.ddl_spelling"]  # fmt: skip
 FORBIDDEN = ("pyspark", "delta", "py4j")
 
 
-def _modules() -> list[Path]:
-    files: list[Path] = []
-    for entry in PURE:
-        path = PACKAGE / entry
-        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
-    return files
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-@pytest.mark.parametrize("module", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_pure_module_does_not_import_spark_or_delta(module: Path) -> None:
-    tree = ast.parse(module.read_text())
-    imported = []
-    for node in ast.walk(tree):
+def _imports(path: Path) -> list[str]:
+    """Absolute names of every module a file imports (``from ingest import x`` counts as ``ingest.x``)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.append(node.module)
-    offending = [name for name in imported if name.split(".")[0] in FORBIDDEN]
-    assert offending == [], f"{module.name} imports {offending}"
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(root.rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    """The highest layer whose longest matching prefix names the module."""
+    best, best_length = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    return best
+
+
+def _internal_graph() -> dict[str, set[str]]:
+    modules = _modules(PACKAGE)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for imported in _imports(path):
+            # ``from ingest import x`` names the package only as the way to its module x.
+            if imported in modules and imported not in (name, "ingest"):
+                graph[name].add(imported)
+    return graph
+
+
+@pytest.mark.parametrize("module", sorted(_modules(PACKAGE)))
+def test_every_module_has_a_layer(module):
+    assert _layer(module) >= 0, f"{module} is in no layer: add it to LAYERS"
+
+
+@pytest.mark.parametrize(
+    "module", [m for m in {**_modules(PACKAGE), **_modules(ROOT / "testkit")} if any(
+        m == p or m.startswith(p + ".") for p in PURE)]
+)  # fmt: skip
+def test_pure_module_does_not_import_spark_or_delta(module):
+    path = {**_modules(PACKAGE), **_modules(ROOT / "testkit")}[module]
+    offending = [n for n in _imports(path) if n.split(".")[0] in FORBIDDEN]
+    assert offending == [], f"{module} imports {offending}"
+
+
+def test_imports_point_down_the_layers():
+    upward = [
+        f"{module} ({LAYERS[_layer(module)][0]}) imports {target} ({LAYERS[_layer(target)][0]})"
+        for module, targets in _internal_graph().items()
+        for target in targets
+        if _layer(target) > _layer(module) and module != "ingest"
+    ]
+    assert upward == []
+
+
+def test_the_package_never_imports_the_test_kit_and_the_wheel_leaves_it_out():
+    offending = [
+        f"{name} imports {imported}"
+        for name, path in _modules(PACKAGE).items()
+        for imported in _imports(path)
+        if imported.split(".")[0] in ("testkit", "tests")
+    ]
+    assert offending == []
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert found["include"] == ["ingest*"]
+
+
+def main() -> None:
+    """Print each layer's modules and what they import from the package."""
+    graph = _internal_graph()
+    for index, (title, _) in reversed(list(enumerate(LAYERS))):
+        members = sorted(m for m in _modules(PACKAGE) if _layer(m) == index)
+        print(f"{index} {title}")
+        for module in members:
+            targets = ", ".join(sorted(t.removeprefix("ingest.") for t in graph.get(module, ())))
+            print(f"    {module.removeprefix('ingest.') or 'ingest'} -> {targets or '-'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

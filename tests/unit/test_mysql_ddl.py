@@ -14,7 +14,7 @@ from ingest.decode.mysql_ddl import (
 )
 from ingest.decode.mysql_types import parse_mysql_type
 from ingest.model import ColumnKind, ColumnType, TableId
-from ingest.sample import ORDER_ITEMS, ORDERS, STOCK
+from testkit.sample import ORDER_ITEMS, ORDERS, STOCK
 
 
 def test_create_table_as_tidb_restores_it_keeps_exact_types_and_key():

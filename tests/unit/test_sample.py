@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from ingest.model import ColumnKind, ColumnType
-from ingest.sample import build_sample, wire_text
+from testkit.sample import build_sample, wire_text
 
 BUNDLED = Path(__file__).parents[2] / "ingest" / "samples" / "canal_json"
 

@@ -9,7 +9,7 @@ from ingest.decode import simple as sp
 from ingest.decode.compression import Compression, compress, decompress
 from ingest.errors import DecodeError
 from ingest.model import ColumnKind, ColumnType, DdlEvent, Position, TableId, Watermark
-from ingest.sample import SIMPLE_FOR_TESTS, Stream, _simple_avro_bytes
+from testkit.sample import SIMPLE_FOR_TESTS, Stream, _simple_avro_bytes
 
 HERE = Position("cdc", 0, 7)
 

@@ -19,7 +19,7 @@ from ingest.errors import ConfigError
 from ingest.model import ColumnKind, ColumnType, TableId
 from ingest.plan import avro_schema as plan
 from ingest.plan.schema import AddColumn, ChangeKey, ChangeType, DropColumn
-from ingest.sample import confluent_frame, ticdc_avro_subject, ticdc_avro_type, ticdc_avro_value
+from testkit.sample import confluent_frame, ticdc_avro_subject, ticdc_avro_type, ticdc_avro_value
 
 # §4.9, as TiCDC registers it for shop.orders with the extension on.
 KEY = {

@@ -1,4 +1,4 @@
-"""The benchmark generator writes exactly what the upstream model (ingest.sample.Stream) writes."""
+"""The benchmark generator writes exactly what the upstream model (testkit.sample.Stream) writes."""
 
 import base64
 from collections import Counter
@@ -11,8 +11,8 @@ import pytest
 from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
 from ingest.model import ColumnKind, TableId
-from ingest.sample import Stream
-from ingest.workload import (
+from testkit.sample import Stream
+from testkit.workload import (
     DATETIME_BASE_MICROS,
     START_MS,
     TICDC_AVRO,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.local_services import KafkaBroker, create_topic, produce_records
-from ingest.sample import Stream
+from testkit.local_services import KafkaBroker, create_topic, produce_records
+from testkit.sample import Stream
 
 _names = itertools.count(1)
 

@@ -1,6 +1,6 @@
 """TiCDC Avro (Confluent wire format) against a real schema registry, on real Spark + Delta.
 
-Streams come from the upstream model in ``ingest.sample``, which registers its writer schemas with the
+Streams come from the upstream model in ``testkit.sample``, which registers its writer schemas with the
 registry as TiCDC does; expected tables come from that model, never from our own output. Avro carries no
 watermarks, so "expected" is upstream after its last change: per-key convergence.
 """
@@ -29,7 +29,7 @@ from ingest.pipeline import BatchResult, run_files
 from ingest.progress import load_progress
 from ingest.quarantine import read as read_quarantine
 from ingest.registry import SchemaRegistry
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "spark"))
 import test_types
@@ -211,7 +211,7 @@ def test_bad_records_are_quarantined_with_their_bytes_and_position(spark, schema
 
 
 def test_a_registry_that_stays_down_stops_the_run_before_progress_moves(spark, tmp_path, lake):
-    from ingest.local_services import free_port
+    from testkit.local_services import free_port
 
     s = Stream(topic="down", partitions=1, protocol="avro", register=lambda subject, text: 1)
     scenario(s)
@@ -337,8 +337,8 @@ def test_mutated_avro_records_are_quarantined_never_crash(
 
 
 def test_a_kafka_stream_of_ticdc_avro_topics_converges(spark, schema_registry, kafka_broker, lake, tmp_path):
-    from ingest.local_services import create_topic, produce_records
     from ingest.stream import run_kafka
+    from testkit.local_services import create_topic, produce_records
 
     s = avro_stream(schema_registry, "kafka_avro")
     scenario(s)

@@ -1,6 +1,6 @@
 """The Kafka source end to end: a real KRaft broker, real Spark Structured Streaming, real Delta.
 
-Expected tables come from the upstream model in ``ingest.sample``, never from the mirror's own output.
+Expected tables come from the upstream model in ``testkit.sample``, never from the mirror's own output.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from ingest.config import IngestConfig
 from ingest.errors import OrderingError
 from ingest.model import TableId
 from ingest.progress import commit_progress, load_progress
-from ingest.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 from ingest.stream import OBSERVED, run_kafka, start_kafka
+from testkit.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 
 SAMPLE_TABLES = [
     TableId("shop", "customers"),

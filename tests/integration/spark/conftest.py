@@ -7,7 +7,7 @@ import pytest
 
 from ingest.config import IngestConfig
 from ingest.pipeline import BatchResult, run_files
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 Runner = Callable[..., BatchResult]
 

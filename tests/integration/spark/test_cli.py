@@ -11,7 +11,7 @@ from mirror import delta_rows, expected_rows
 
 from ingest.cli import main
 from ingest.model import TableId
-from ingest.sample import Stream, build_sample
+from testkit.sample import Stream, build_sample
 
 
 def test_help_explains_every_run_flag(capsys):

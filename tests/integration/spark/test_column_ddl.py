@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from ingest.apply.convert import is_widening
 from ingest.errors import SchemaChangeRejected
 from ingest.model import TableId
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 TABLE = TableId("app", "m")
 CREATE = (

@@ -16,7 +16,7 @@ from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 T = TableId("app", "t")
 U = TableId("app", "u")

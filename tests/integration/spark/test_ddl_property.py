@@ -14,7 +14,7 @@ from mirror import delta_rows, expected_rows
 from test_property import run_in_batches
 
 from ingest.model import TableId
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 KEYS = st.integers(1, 5)
 OPS = st.one_of(

@@ -8,7 +8,6 @@ import pytest
 
 from ingest.decode.compression import Compression
 from ingest.model import TableId
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
 from ingest.source.files import read_messages
 from ingest.spark_decode import (
     KIND_BAD,
@@ -21,6 +20,7 @@ from ingest.spark_decode import (
     decode_simple_json,
     prepare_payload,
 )
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 T = TableId("app", "t")
 

@@ -16,7 +16,7 @@ from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
 from ingest.quarantine import read as read_quarantine
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 TABLES = [TableId("shop", name) for name in ("a", "b", "c")]
 CREATE = "CREATE TABLE `shop`.`{}` (`id` int(11) NOT NULL, `qty` int(11) DEFAULT NULL, PRIMARY KEY (`id`))"

@@ -19,7 +19,7 @@ from ingest.decode.compression import Compression
 from ingest.errors import IngestError
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
-from ingest.sample import build_sample
+from testkit.sample import build_sample
 
 PROTOCOLS = [
     ("canal-json", "json", Compression.NONE),

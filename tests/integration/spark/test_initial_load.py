@@ -1,6 +1,6 @@
 """Initial load from a Dumpling export, then the change stream: the mirror equals upstream, no gap, no dup.
 
-The upstream history is the model in ``ingest.sample``; the export is what Dumpling writes for the model's
+The upstream history is the model in ``testkit.sample``; the export is what Dumpling writes for the model's
 state at the snapshot TSO S (``tests/dumpling_export.py``); the stream is everything TiCDC sends when started
 before S, so it repeats changes the snapshot already holds.
 """
@@ -23,7 +23,7 @@ from ingest.errors import ConfigError
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.sample import CUSTOMERS, ORDERS, SIMPLE_FOR_TESTS, STOCK, Stream
+from testkit.sample import CUSTOMERS, ORDERS, SIMPLE_FOR_TESTS, STOCK, Stream
 
 NOTES = """CREATE TABLE `app`.`notes` (
   `id` int(11) NOT NULL,

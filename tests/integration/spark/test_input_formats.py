@@ -12,7 +12,7 @@ from ingest.errors import ConfigError
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
-from ingest.sample import ADD_POINTS, CUSTOMERS, StorageSinkWriter, Stream, build_sample
+from testkit.sample import ADD_POINTS, CUSTOMERS, StorageSinkWriter, Stream, build_sample
 
 TABLES = [
     TableId("shop", "customers"),

@@ -5,7 +5,7 @@ from datetime import datetime
 from ingest.apply.merge import BAD_COLUMN, key_bounds
 from ingest.config import IngestConfig
 from ingest.pipeline import run_files
-from ingest.workload import Mix, Workload, WorkloadSpec, write_records
+from testkit.workload import Mix, Workload, WorkloadSpec, write_records
 
 
 def test_merge_with_key_bounds_keeps_the_result_and_bounds_skip_files_outside(spark, tmp_path):

@@ -1,7 +1,7 @@
 """Partition DDL on real Delta, per protocol: TRUNCATE/DROP PARTITION delete exactly the rows the upstream
 model puts in those partitions, ADD PARTITION changes no rows, and what the mirror cannot follow stops.
 
-Expected tables come from ``ingest.sample.Stream``'s upstream model, which places rows in partitions with
+Expected tables come from ``testkit.sample.Stream``'s upstream model, which places rows in partitions with
 its own Python comparisons, not with the code under test.
 """
 
@@ -19,7 +19,7 @@ from ingest.config import LoadConfig
 from ingest.errors import SchemaChangeRejected
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
-from ingest.sample import HashPartitions, ListPartitions, RangePartitions, Stream
+from testkit.sample import HashPartitions, ListPartitions, RangePartitions, Stream
 
 P = TableId("app", "p")
 CREATE = "CREATE TABLE `app`.`p` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, PRIMARY KEY (`id`))"

@@ -14,8 +14,8 @@ from ingest.errors import ConfigError, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
-from ingest.sample import CUSTOMERS, ORDERS, STOCK, Stream, build_sample
-from ingest.sample import SIMPLE_FOR_TESTS as SIMPLE
+from testkit.sample import CUSTOMERS, ORDERS, STOCK, Stream, build_sample
+from testkit.sample import SIMPLE_FOR_TESTS as SIMPLE
 
 T = TableId("app", "t")
 

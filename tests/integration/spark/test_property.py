@@ -20,7 +20,7 @@ from ingest.apply.delta_commit import METADATA_KEY
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 TABLES = [TableId("app", "t"), TableId("app", "u")]
 KEYS = st.integers(1, 5)

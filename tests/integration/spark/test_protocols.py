@@ -1,6 +1,6 @@
 """Every JSON protocol lands the same upstream state: Canal-JSON and the Simple protocol (JSON flavour).
 
-Expected tables come from the upstream model in ``ingest.sample`` (or from the protocol reference, by hand),
+Expected tables come from the upstream model in ``testkit.sample`` (or from the protocol reference, by hand),
 never from our own output.
 """
 
@@ -14,7 +14,7 @@ from ingest.decode.compression import Compression
 from ingest.errors import ConfigError, TooManyBadRecords
 from ingest.model import TableId
 from ingest.progress import load_progress
-from ingest.sample import SIMPLE_FOR_TESTS, Stream, build_sample
+from testkit.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 
 TABLES = [
     TableId("shop", "customers"),

@@ -21,7 +21,7 @@ from ingest.errors import ConfigError, SchemaChangeRejected
 from ingest.model import PartitionId, TableId
 from ingest.pipeline import run_files
 from ingest.progress import load_progress
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 T = TableId("app", "t")
 UK_TABLE = (

@@ -1,7 +1,7 @@
 """DDL through the Simple protocol (the SQL, plus tableSchema/preTableSchema), per DDL kind, on real Delta.
 
 Each case checks the schema (types by hand from the type mapping) and the rows (from the upstream model in
-``ingest.sample``) right after the DDL, and again after later rows. TRUNCATE/DROP/ADD PARTITION through
+``testkit.sample``) right after the DDL, and again after later rows. TRUNCATE/DROP/ADD PARTITION through
 Simple are in ``test_partition_ddl.py``.
 """
 
@@ -17,7 +17,7 @@ from delta.tables import DeltaTable
 from mirror import delta_rows, expected_rows
 
 from ingest.model import TableId
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 S = TableId("app", "s")
 U = TableId("app", "u")

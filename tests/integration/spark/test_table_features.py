@@ -11,7 +11,7 @@ import pyarrow as pa
 from mirror import delta_rows, expected_rows
 
 from ingest.model import TableId
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 CREATE = (
     "CREATE TABLE `app`.`{name}` (`id` int(11) NOT NULL, `v` varchar(20) DEFAULT NULL, "

@@ -16,7 +16,7 @@ from mirror import delta_rows, expected_rows
 
 from ingest.decode.compression import Compression
 from ingest.model import TableId
-from ingest.sample import Stream
+from testkit.sample import Stream
 
 TYPES = TableId("app", "types")
 CREATE = """CREATE TABLE `app`.`types` (

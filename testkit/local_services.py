@@ -7,9 +7,9 @@ the POM-only entries ``mvn`` leaves there.
 
 Command line (what ``make kafka-up`` / ``make kafka-down`` run)::
 
-    python -m ingest.local_services kafka-up        # prints the bootstrap servers
-    python -m ingest.local_services produce-sample  # the bundled sample stream into topic tidb_cdc
-    python -m ingest.local_services kafka-down
+    python -m testkit.local_services kafka-up        # prints the bootstrap servers
+    python -m testkit.local_services produce-sample  # the bundled sample stream into topic tidb_cdc
+    python -m testkit.local_services kafka-down
 """
 
 from __future__ import annotations
@@ -372,7 +372,7 @@ class KafkaBroker:
         self.kill() if exc[0] is not None else self.stop()
 
 
-class SchemaRegistry:
+class RegistryServer:
     """Apicurio Registry 3 with in-memory storage; its Confluent-compatible API is at :attr:`url`."""
 
     def __init__(self, work_dir: Path, *, port: int | None = None) -> None:
@@ -390,7 +390,7 @@ class SchemaRegistry:
     def pid(self) -> int | None:
         return self._process.pid
 
-    def start(self, timeout: float = 120.0) -> SchemaRegistry:
+    def start(self, timeout: float = 120.0) -> RegistryServer:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         command = [
             _java(21), "-Xms128m", "-Xmx512m",
@@ -426,7 +426,7 @@ class SchemaRegistry:
     def kill(self) -> None:
         self._process.kill()
 
-    def __enter__(self) -> SchemaRegistry:
+    def __enter__(self) -> RegistryServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -455,7 +455,7 @@ def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
 def produce_records(
     bootstrap_servers: str, records: Iterable[Mapping[str, Any]], topic: str | None = None
 ) -> int:
-    """Produce captured records (``ingest.sample`` shape: base64 key/value) to their partitions, in order.
+    """Produce captured records (``testkit.sample`` shape: base64 key/value) to their partitions, in order.
 
     One idempotent producer keeps each partition's order and never duplicates on retry, like TiCDC's
     single in-flight producer. Returns how many records were acknowledged.
@@ -541,7 +541,7 @@ def _registry_up() -> int:
         print(state["url"])
         return 0
     work_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-registry-"))
-    registry = SchemaRegistry(work_dir).start()
+    registry = RegistryServer(work_dir).start()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     _state_file("registry").write_text(
         json.dumps({"pid": registry.pid, "url": registry.url, "data_dir": str(work_dir)})
@@ -569,7 +569,7 @@ def _down(name: str, marker: str) -> int:
 
 
 def _produce_sample(topic: str) -> int:
-    from ingest.sample import build_sample
+    from testkit.sample import build_sample
 
     state = _read_state("kafka")
     if state is None:
@@ -587,7 +587,7 @@ def _produce_sample(topic: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ingest.local_services", description=__doc__.splitlines()[0]
+        prog="python -m testkit.local_services", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("kafka-up", help="start a local broker (once) and print its bootstrap servers")

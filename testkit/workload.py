@@ -1,6 +1,6 @@
 """Synthetic TiCDC workloads at benchmark scale. Pure: no Spark, no I/O except :func:`write_records`.
 
-``ingest.sample.Stream`` replays its whole change log on every UPDATE to find the old image, which is
+``testkit.sample.Stream`` replays its whole change log on every UPDATE to find the old image, which is
 right for a hundred records and hopeless for a million. ``Workload`` keeps only the current row per key
 and emits the same wire format: one Kafka record per event, rows routed to partitions by key, the CREATE
 TABLE on partition 0, watermarks on every partition (TiCDC Avro has neither DDL nor watermarks, and a
@@ -40,7 +40,7 @@ from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, ColumnType, TableId
 
 # Wire details shared with the sample generator, so both streams are encoded by one set of rules.
-from ingest.sample import (
+from testkit.sample import (
     Stream,
     _mysql_type_text,
     _simple_avro_bytes,
@@ -236,7 +236,7 @@ _CANAL_TYPE = {Op.INSERT: cj.TYPE_INSERT, Op.UPDATE: cj.TYPE_UPDATE, Op.DELETE: 
 
 
 class CanalJsonEncoder:
-    """Canal-JSON with ``enable-tidb-extension=true``, key for key as ``ingest.sample.Stream`` writes it."""
+    """Canal-JSON with ``enable-tidb-extension=true``, key for key as ``testkit.sample.Stream`` writes it."""
 
     def __init__(self) -> None:
         self._static: dict[TableId, tuple[list[str], dict[str, int], dict[str, str]]] = {}
@@ -299,7 +299,7 @@ _AVRO_LONG = (ColumnKind.BIGINT, ColumnKind.INT)
 
 
 class SimpleEncoder:
-    """The Simple protocol, JSON or Avro, message for message as ``ingest.sample.Stream`` writes it.
+    """The Simple protocol, JSON or Avro, message for message as ``testkit.sample.Stream`` writes it.
 
     DDL messages come from an upstream model of the tables (``Stream``), so their table schemas are the
     model's; rows and watermarks are built here, with the same keys in the same order, and encoded by the
@@ -392,7 +392,7 @@ def _same(value: Value) -> Value:
     return value
 
 
-# What ``ingest.sample.ticdc_avro_value`` makes of these kinds: integers as they are, DECIMAL as a Decimal,
+# What ``testkit.sample.ticdc_avro_value`` makes of these kinds: integers as they are, DECIMAL as a Decimal,
 # the rest as their wire text (the same text as Canal-JSON's).
 _TICDC_AVRO_VALUE: Mapping[ColumnKind, Callable[[Value], object]] = {
     ColumnKind.BIGINT: _same,

@@ -7,7 +7,7 @@ record per event, rows routed to partitions by key hash (``index-value`` dispatc
 every partition. It also keeps its own model of the upstream tables, so a test can ask for the upstream
 state at any TSO without trusting the code under test.
 
-``build_sample()`` is the bundled demo stream; ``python -m ingest.sample DIR`` writes it.
+``build_sample()`` is the bundled demo stream; ``python -m testkit.sample DIR`` writes it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from zoneinfo import ZoneInfo
 import fastavro
 import orjson
 
-from ingest.ddl_spelling import respell
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode.compression import Compression, compress
@@ -45,6 +44,7 @@ from ingest.model import (
     tso_from_datetime,
     tso_to_datetime,
 )
+from testkit.ddl_spelling import respell
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]
@@ -1305,10 +1305,10 @@ def build_sample(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Write the bundled sample stream: ``python -m ingest.sample DIR``."""
+    """Write the bundled sample stream: ``python -m testkit.sample DIR``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m ingest.sample OUTPUT_DIR", file=sys.stderr)
+        print("usage: python -m testkit.sample OUTPUT_DIR", file=sys.stderr)
         return 2
     stream = build_sample()
     for path in stream.write(Path(args[0])):
