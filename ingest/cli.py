@@ -15,9 +15,10 @@ from importlib.resources import files as package_files
 from pathlib import Path
 
 from ingest import parameters
-from ingest.config import IngestConfig, SourceKind, params_from_toml
+from ingest.config import IngestConfig, SourceKind
 from ingest.errors import ConfigError, IngestError
 from ingest.model import TableId, tso_to_datetime
+from ingest.parameters import params_from_toml
 
 logger = logging.getLogger("ingest")
 

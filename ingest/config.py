@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -13,7 +12,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest import parameters
 from ingest.decode.compression import Compression
-from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 
@@ -98,56 +96,6 @@ def absolute_local_path(path: str) -> str:
 CHECKPOINTS_DIR_NAME = "checkpoints"
 KAFKA_OPTION_PREFIX = "kafka."
 _INTERVAL = re.compile(r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$")
-
-
-def _parse_partitions(text: str) -> frozenset[PartitionId]:
-    """``topic:0,1,2;other:0`` or ``topic:0-3``."""
-    result: set[PartitionId] = set()
-    for group in filter(None, (g.strip() for g in text.split(";"))):
-        topic, sep, numbers = group.rpartition(":")
-        if not sep or not topic:
-            raise ConfigError(f"partitions: expected 'topic:0,1,...', got {group!r}")
-        for item in filter(None, (n.strip() for n in numbers.split(","))):
-            lo, dash, hi = item.partition("-")
-            try:
-                first, last = int(lo), int(hi) if dash else int(lo)
-            except ValueError as exc:
-                raise ConfigError(f"partitions: {item!r} in {group!r} is not a partition number") from exc
-            result.update(PartitionId(topic, p) for p in range(first, last + 1))
-    if not result:
-        raise ConfigError(f"partitions: no partition in {text!r}")
-    return frozenset(result)
-
-
-def _parse_column_settings(key: str, text: str) -> dict[TableId, dict[str, str]]:
-    """``db.table.column=value;db.table.other=value``: a value per upstream column (may hold commas)."""
-    result: dict[TableId, dict[str, str]] = {}
-    for entry in filter(None, (e.strip() for e in text.split(";"))):
-        name, sep, value = entry.partition("=")
-        parts = name.strip().split(".", 2)
-        if not sep or len(parts) != 3 or not all(parts) or not value.strip():
-            raise ConfigError(
-                f"{key}: expected 'database.table.column=value' entries separated by ';', got {entry!r}"
-            )
-        result.setdefault(TableId(parts[0], parts[1]), {})[parts[2]] = value.strip()
-    return result
-
-
-def _parse_column_types(text: str) -> dict[TableId, dict[str, ColumnType]]:
-    result: dict[TableId, dict[str, ColumnType]] = {}
-    for table, columns in _parse_column_settings("column-types", text).items():
-        for column, type_text in columns.items():
-            try:
-                column_type = parse_mysql_type(type_text)
-            except UnknownTypeError as exc:
-                raise ConfigError(f"column-types: {table}.{column}: {exc}") from exc
-            if column_type.kind is not ColumnKind.DECIMAL or column_type.precision is None:
-                raise ConfigError(
-                    f"column-types: {table}.{column}: {type_text!r} must be a DECIMAL with a precision, "
-                    "e.g. decimal(20,6)"
-                )
-            result.setdefault(table, {})[column] = column_type
-    return result
 
 
 E = TypeVar("E", bound=Enum)
@@ -383,7 +331,7 @@ class IngestConfig:
             target_path=normalized.get("target-path", ""),
             state_path=normalized.get("state-path", ""),
             timezone=parameters.value(normalized, _RUN["timezone"]) or "",
-            partitions=_parse_partitions(partitions) if partitions else None,
+            partitions=parameters.parse_partitions(partitions) if partitions else None,
             table_name_template=normalized.get("table-name-template") or None,
             max_bad_ratio=_number(normalized, "max-bad-ratio", "a number"),
             stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
@@ -395,8 +343,10 @@ class IngestConfig:
             schema_registry=normalized.get("schema-registry") or None,
             schema_registry_timeout=_number(normalized, "schema-registry-timeout", "a number of seconds"),
             missing_extension=_choice(normalized, "missing-extension", MissingExtensionPolicy),
-            column_defaults=_parse_column_settings("column-defaults", normalized.get("column-defaults", "")),
-            column_types=_parse_column_types(normalized.get("column-types", "")),
+            column_defaults=parameters.parse_column_settings(
+                "column-defaults", normalized.get("column-defaults", "")
+            ),
+            column_types=parameters.parse_column_types(normalized.get("column-types", "")),
         )
 
     @property
@@ -421,7 +371,7 @@ class IngestConfig:
         Raises:
             ConfigError: the TOML is invalid, a value is a table, or a key is unknown or invalid.
         """
-        return cls.from_params({**params_from_toml(text), **(overrides or {})})
+        return cls.from_params({**parameters.params_from_toml(text), **(overrides or {})})
 
     def table_path(self, schema: str, table: str) -> str:
         """``<target-path>/<database>/<table>``."""
@@ -531,39 +481,3 @@ class LoadConfig:
             csv_line_terminator=_unescape_option(terminator) if terminator else None,
             table_name_template=normalized.get("table-name-template") or None,
         )
-
-
-def params_from_toml(text: str) -> dict[str, str]:
-    """TOML text as string parameters, the same form job parameters and widgets take.
-
-    Numbers and booleans become their TOML text, arrays are joined with commas; nested tables are refused,
-    so a typo'd section header cannot silently hide its keys.
-    """
-    try:
-        document = _toml_loads(text)
-    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
-        raise ConfigError(f"config file: not valid TOML: {exc}") from exc
-    params: dict[str, str] = {}
-    for key, value in document.items():
-        if isinstance(value, dict):
-            raise ConfigError(
-                f"config file: [{key}] is a table; write every setting as a top-level 'key = value'"
-            )
-        params[key] = _toml_text(value)
-    return params
-
-
-def _toml_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(_toml_text(v) for v in value)
-    return str(value)
-
-
-def _toml_loads(text: str) -> dict[str, object]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10 (older Databricks runtimes): the tomli backport, a conditional dependency
-        import tomli as tomllib
-    return tomllib.loads(text)

@@ -8,10 +8,13 @@ cannot be known to one and missing from another.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError
+from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
@@ -172,3 +175,89 @@ def add_flags(parser: argparse.ArgumentParser, parameters: Iterable[Parameter]) 
                 choices=list(parameter.choices) or None,
                 help=parameter.describe(),
             )
+
+
+def parse_partitions(text: str) -> frozenset[PartitionId]:
+    """``topic:0,1,2;other:0`` or ``topic:0-3``."""
+    result: set[PartitionId] = set()
+    for group in filter(None, (g.strip() for g in text.split(";"))):
+        topic, sep, numbers = group.rpartition(":")
+        if not sep or not topic:
+            raise ConfigError(f"partitions: expected 'topic:0,1,...', got {group!r}")
+        for item in filter(None, (n.strip() for n in numbers.split(","))):
+            lo, dash, hi = item.partition("-")
+            try:
+                first, last = int(lo), int(hi) if dash else int(lo)
+            except ValueError as exc:
+                raise ConfigError(f"partitions: {item!r} in {group!r} is not a partition number") from exc
+            result.update(PartitionId(topic, p) for p in range(first, last + 1))
+    if not result:
+        raise ConfigError(f"partitions: no partition in {text!r}")
+    return frozenset(result)
+
+
+def parse_column_settings(key: str, text: str) -> dict[TableId, dict[str, str]]:
+    """``db.table.column=value;db.table.other=value``: a value per upstream column (may hold commas)."""
+    result: dict[TableId, dict[str, str]] = {}
+    for entry in filter(None, (e.strip() for e in text.split(";"))):
+        name, sep, value = entry.partition("=")
+        parts = name.strip().split(".", 2)
+        if not sep or len(parts) != 3 or not all(parts) or not value.strip():
+            raise ConfigError(
+                f"{key}: expected 'database.table.column=value' entries separated by ';', got {entry!r}"
+            )
+        result.setdefault(TableId(parts[0], parts[1]), {})[parts[2]] = value.strip()
+    return result
+
+
+def parse_column_types(text: str) -> dict[TableId, dict[str, ColumnType]]:
+    result: dict[TableId, dict[str, ColumnType]] = {}
+    for table, columns in parse_column_settings("column-types", text).items():
+        for column, type_text in columns.items():
+            try:
+                column_type = parse_mysql_type(type_text)
+            except UnknownTypeError as exc:
+                raise ConfigError(f"column-types: {table}.{column}: {exc}") from exc
+            if column_type.kind is not ColumnKind.DECIMAL or column_type.precision is None:
+                raise ConfigError(
+                    f"column-types: {table}.{column}: {type_text!r} must be a DECIMAL with a precision, "
+                    "e.g. decimal(20,6)"
+                )
+            result.setdefault(table, {})[column] = column_type
+    return result
+
+
+def params_from_toml(text: str) -> dict[str, str]:
+    """TOML text as string parameters, the same form job parameters and widgets take.
+
+    Numbers and booleans become their TOML text, arrays are joined with commas; nested tables are refused,
+    so a typo'd section header cannot silently hide its keys.
+    """
+    try:
+        document = _toml_loads(text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"config file: not valid TOML: {exc}") from exc
+    params: dict[str, str] = {}
+    for key, value in document.items():
+        if isinstance(value, dict):
+            raise ConfigError(
+                f"config file: [{key}] is a table; write every setting as a top-level 'key = value'"
+            )
+        params[key] = _toml_text(value)
+    return params
+
+
+def _toml_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_toml_text(v) for v in value)
+    return str(value)
+
+
+def _toml_loads(text: str) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10 (older Databricks runtimes): the tomli backport, a conditional dependency
+        import tomli as tomllib
+    return tomllib.loads(text)

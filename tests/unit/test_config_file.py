@@ -3,8 +3,9 @@
 import pytest
 
 from ingest.cli import _params, _parser
-from ingest.config import IngestConfig, InputFormat, UnknownDdlPolicy, params_from_toml
+from ingest.config import IngestConfig, InputFormat, UnknownDdlPolicy
 from ingest.errors import ConfigError
+from ingest.parameters import params_from_toml
 
 TOML = """
 input = "/data/in"
