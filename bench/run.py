@@ -31,7 +31,7 @@ import orjson
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-import ingest.pipeline
+import ingest.pipeline.segments
 from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.delta_commit import COMMIT_TS_COLUMN, state_to_metadata
@@ -285,7 +285,7 @@ class MergeTimer:
     @contextmanager
     def installed(self, *, bounded: bool = True) -> Iterator[MergeTimer]:
         """``bounded=False`` drops the key bounds, to measure the MERGE as it was before they existed."""
-        original = ingest.pipeline.apply_merge
+        original = ingest.pipeline.segments.apply_merge
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             if not bounded:
@@ -297,11 +297,11 @@ class MergeTimer:
             finally:
                 self.seconds.append(time.perf_counter() - started)
 
-        ingest.pipeline.apply_merge = timed  # type: ignore[assignment]
+        ingest.pipeline.segments.apply_merge = timed  # type: ignore[assignment]
         try:
             yield self
         finally:
-            ingest.pipeline.apply_merge = original
+            ingest.pipeline.segments.apply_merge = original
 
 
 def _sql_value(kind: ColumnKind, column: int, key: Column) -> Column:

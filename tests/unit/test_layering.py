@@ -1,5 +1,5 @@
 """The package's layering, read from its own imports: pure stages never import Spark or Delta, imports point
-one way (from the wiring down to the model), and the test kit stays out of the
+one way (from the wiring down to the model), there is no import cycle, and the test kit stays out of the
 package.
 
 ``python tests/unit/test_layering.py`` prints the import structure by layer.
@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "wiring",
-        ("ingest.pipeline", "ingest.converge", "ingest.initial_load", "ingest.resync", "ingest.stream",
+        ("ingest.pipeline", "ingest.initial_load", "ingest.resync", "ingest.stream",
          "ingest.status", "ingest.notebook", "ingest.asof", "ingest.verify"),
     ),
     ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
@@ -107,6 +107,24 @@ def test_imports_point_down_the_layers():
         if _layer(target) > _layer(module) and module != "ingest"
     ]
     assert upward == []
+
+
+def test_no_import_cycle():
+    graph = _internal_graph()
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for target in sorted(graph.get(node, ())):
+            if target in path:
+                cycle = path[path.index(target) :]
+                if min(cycle) == cycle[0]:  # report each cycle once, from its smallest name
+                    cycles.append([*cycle, target])
+            elif len(path) < 12:
+                visit(target, [*path, target])
+
+    for module in sorted(graph):
+        visit(module, [module])
+    assert cycles == []
 
 
 def test_the_package_never_imports_the_test_kit_and_the_wheel_leaves_it_out():

@@ -24,7 +24,7 @@ U = TableId("app", "u")
 CHILD = textwrap.dedent(
     """
     import os, signal, sys, types
-    from ingest import pipeline
+    from ingest.pipeline import watermarked as pipeline
     from ingest.apply import schema
     from ingest.cli import main
 

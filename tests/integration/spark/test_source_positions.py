@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest.model import PartitionId
-from ingest.pipeline import cache_once_per_position
+from ingest.pipeline.batch import cache_once_per_position
 
 SCHEMA = "topic string, partition int, offset long, value binary"
 P0, P1 = PartitionId("cdc", 0), PartitionId("cdc", 1)

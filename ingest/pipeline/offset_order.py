@@ -1,6 +1,6 @@
 """TiCDC Avro: one batch applied in offset order, for per-key convergence. Wiring (I/O).
 
-Avro has no watermarks, no DDL and no commitTs on deletes (consumer-semantics.md §8), so nothing here
+Avro has no watermarks, no DDL and no commitTs on deletes, so nothing here
 waits for completeness: every record read is applied in the same batch. Per key, the change read last
 from its partition wins; an upsert never overwrites a row that holds a newer commitTs; a tombstone
 always deletes. A key converges to upstream once TiCDC's last change of it is applied, and a batch that
@@ -28,21 +28,20 @@ from ingest.apply.merge import (
     normalize,
     with_defaults,
 )
-from ingest.config import IngestConfig, TypeChangePolicy
+from ingest.config import IngestConfig
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import SchemaChangeRejected
 from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, tso_to_datetime
-from ingest.pipeline import (
+from ingest.pipeline.batch import (
     NO_PARTITION,
-    BatchResult,
-    TableReport,
-    _check_bad_ratio,
-    _check_partitions,
-    _PartitionRead,
+    PartitionRead,
     cache_once_per_position,
-    lag_seconds,
+    check_bad_ratio,
+    check_partitions,
     quarantine_undecodable,
 )
+from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
+from ingest.pipeline.schema_change import apply_change
 from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
 from ingest.registry import SchemaRegistry
@@ -89,7 +88,7 @@ def process_batch(
 def _process(
     spark: SparkSession,
     decoded: DataFrame,
-    ranges: dict[PartitionId, _PartitionRead],
+    ranges: dict[PartitionId, PartitionRead],
     config: IngestConfig,
     committed: progress.Progress,
     run_id: int,
@@ -97,10 +96,10 @@ def _process(
     book: ta.SchemaBook,
 ) -> BatchResult:
     records = sum(r.records for r in ranges.values())
-    _check_partitions(config, ranges, committed)
+    check_partitions(config, ranges, committed)
     bad = sum(r.bad for r in ranges.values())
     quarantine_undecodable(spark, config, decoded, bad, run_id)
-    _check_bad_ratio(config, bad, records)
+    check_bad_ratio(config, bad, records)
 
     dml = decoded.where(F.col("kind") == KIND_DML)
     reads = _table_reads(dml)
@@ -111,7 +110,7 @@ def _process(
         report, state = _apply_table(spark, config, table, read, dml, book, committed, run_id)
         reports[table], states[table] = report, state
     conversion_bad = sum(r.quarantined for r in reports.values())
-    _check_bad_ratio(config, bad + conversion_bad, records)
+    check_bad_ratio(config, bad + conversion_bad, records)
     # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.
     for table, report in reports.items():
         if report.held_through is not None:
@@ -388,28 +387,16 @@ def _evolve(
     event = _event(table, use, read, text)
     before = info.schema.simpleString()
     for change in changes:
-        if isinstance(change, plan_schema.AddColumn):
-            apply_schema.add_column(spark, path, change, config.timezone, metadata)
-        elif isinstance(change, plan_schema.DropColumn):
-            apply_schema.drop_column(spark, path, change.name, metadata)
-        elif isinstance(change, plan_schema.ChangeType):
-            refused = apply_schema.change_type(spark, path, change, metadata)
-            if refused is not None and config.type_change is TypeChangePolicy.REWRITE:
-                refused = apply_schema.rewrite_column(spark, path, change, metadata)
-            if refused is not None:
-                reason = (
-                    f'column {change.name}: {refused} under type-change policy "{config.type_change.value}"'
-                )
-                ddl_history.record(
-                    spark, config.state_path, table=table, ddl=event, action=ddl_history.REJECTED,
-                    detail=reason, schema_before=before, schema_after=None, run_id=run_id,
-                )  # fmt: skip
-                raise SchemaChangeRejected(
-                    f"{table}: writer schema {writer.id} (first seen at {read.first}): {reason}; "
-                    "stopped before applying the batch, progress not moved"
-                )
-        else:
-            apply_schema.change_key(spark, path, change.key, metadata)
+        refused = apply_change(spark, config, path, change, metadata)
+        if refused is not None:
+            ddl_history.record(
+                spark, config.state_path, table=table, ddl=event, action=ddl_history.REJECTED,
+                detail=refused, schema_before=before, schema_after=None, run_id=run_id,
+            )  # fmt: skip
+            raise SchemaChangeRejected(
+                f"{table}: writer schema {writer.id} (first seen at {read.first}): {refused}; "
+                "stopped before applying the batch, progress not moved"
+            )
     apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
     after = apply_schema.table_info(spark, path).schema.simpleString()
     ddl_history.record(

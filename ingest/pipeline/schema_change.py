@@ -1,0 +1,85 @@
+"""One schema change (planned by ``plan.schema`` or ``plan.avro_schema``) applied to a table's Delta table.
+Both ordering modes change schemas through here, so every change kind, and the type-change policy, has
+one meaning."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ingest.apply import schema as apply_schema
+from ingest.config import IngestConfig, TypeChangePolicy
+from ingest.plan import schema as plan
+
+logger = logging.getLogger(__name__)
+
+
+def apply_change(
+    spark: SparkSession, config: IngestConfig, path: str, change: object, metadata: str
+) -> str | None:
+    """Apply one change within a commit carrying ``metadata``; returns why it was refused, or None.
+
+    Every change is idempotent (create-if-absent, add-if-absent, drop-if-present, delete-all,
+    copy-replacing), so a restart after a crash in the middle of a DDL applies it again safely.
+    """
+    handler = _HANDLERS.get(type(change))
+    if handler is None:
+        return None  # a change that only records (RecordOnly) or that the caller handles (Reject)
+    return handler(spark, config, path, change, metadata)
+
+
+def _create(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
+    apply_schema.create_table(
+        spark, path, change.table, change.schema, metadata,
+        replace=isinstance(change, plan.CreateTableReplacing), partitioning=change.partitioning,
+    )  # fmt: skip
+
+
+def _change_type(
+    spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str
+) -> str | None:
+    refused = apply_schema.change_type(spark, path, change, metadata)
+    if refused is not None and config.type_change is TypeChangePolicy.REWRITE:
+        logger.warning("%s: column %s: %s; rewriting the table with a cast", path, change.name, refused)
+        refused = apply_schema.rewrite_column(spark, path, change, metadata)
+    if refused is None:
+        return None
+    return f'column {change.name}: {refused} under type-change policy "{config.type_change.value}"'
+
+
+def _create_like(
+    spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str
+) -> str | None:
+    source = config.table_path(change.source.schema, change.source.table)
+    if not apply_schema.copy_table(spark, source, path, change.table, metadata, with_rows=False):
+        return f"CREATE TABLE ... LIKE {change.source}, which the mirror does not hold"
+    return None
+
+
+def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
+    source = config.table_path(change.source.schema, change.source.table)
+    if not apply_schema.copy_table(spark, source, path, change.table, metadata):
+        logger.warning(
+            "%s: renamed from %s, which the mirror does not hold; it starts empty", path, change.source
+        )
+
+
+_Handler = Callable[[SparkSession, IngestConfig, str, Any, str], "str | None"]
+_HANDLERS: dict[type, _Handler] = {
+    plan.CreateTable: _create,
+    plan.CreateTableReplacing: _create,
+    plan.AddColumn: lambda s, c, p, ch, m: apply_schema.add_column(s, p, ch, c.timezone, m),
+    plan.DropColumn: lambda s, c, p, ch, m: apply_schema.drop_column(s, p, ch.name, m),
+    plan.RenameColumn: lambda s, c, p, ch, m: apply_schema.rename_column(s, p, ch.old, ch.new, m),
+    plan.ChangeType: _change_type,
+    plan.ChangeKey: lambda s, c, p, ch, m: apply_schema.change_key(s, p, ch.key, m),
+    plan.Truncate: lambda s, c, p, ch, m: apply_schema.truncate(s, p, m),
+    plan.DeletePartitionRows: lambda s, c, p, ch, m: apply_schema.delete_partition_rows(s, p, ch, m),
+    plan.SetPartitioning: lambda s, c, p, ch, m: apply_schema.set_partitioning(s, p, ch.partitioning, m),
+    plan.Retire: lambda s, c, p, ch, m: apply_schema.retire(s, p, ch.reason, ch.keep_rows, m),
+    plan.CreateLike: _create_like,
+    plan.CopyFrom: _copy_from,
+}

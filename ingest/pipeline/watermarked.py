@@ -1,0 +1,464 @@
+"""Canal-JSON and Simple: one batch ordered by TiCDC's watermarks. Rows up to G (the smallest watermark
+over every partition) are applied, table by table, cut into segments at each table's DDLs; the rest waits
+in the buffer. Wiring (I/O)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import replace
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest import buffer, order, progress, schema_cache
+from ingest.apply import schema as apply_schema
+from ingest.config import IngestConfig, Protocol, SimpleEncoding
+from ingest.decode import canal_json as cj
+from ingest.decode import simple as sp
+from ingest.model import DdlEvent, PartitionId, Position, TableId, TableSignature, TableState, Watermark
+from ingest.pipeline.batch import (
+    NO_PARTITION,
+    PartitionRead,
+    cache_once_per_position,
+    check_bad_ratio,
+    check_partitions,
+    over_bad_ratio,
+    quarantine_undecodable,
+    stop_on_fatal,
+)
+from ingest.pipeline.ddl import apply_database_ddl, apply_ddl
+from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
+from ingest.pipeline.segments import apply_segment
+from ingest.plan import schema as plan_schema
+from ingest.spark_decode import (
+    CLAIM_CHECK,
+    CONTROL_KINDS,
+    KIND_DDL,
+    KIND_DML,
+    KIND_FATAL,
+    KIND_WATERMARK,
+    decode_canal_json,
+    decode_simple_json,
+    fetch_claim_checks,
+    prepare_payload,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def process_batch(
+    spark: SparkSession, messages: DataFrame, config: IngestConfig, committed: progress.Progress
+) -> BatchResult:
+    """Decode, order, plan and apply one batch of Canal-JSON or Simple records, then commit progress.
+
+    Raises before progress moves."""
+    started = time.monotonic()
+    run_id = committed.run_id + 1
+    # A buffer the last run left empty is not read: a crash after a later buffer write but before its
+    # progress re-reads that run's input anyway, from the resume offsets the empty buffer goes with.
+    buffered = (
+        None if committed.buffered == 0 else buffer.read_buffer(spark, config.state_path, config.stream_id)
+    )
+    if buffered is not None:
+        messages = messages.unionByName(buffered)
+    decoded, ranges = cache_once_per_position(_decode(spark, messages, config))
+    try:
+        return _process(spark, decoded, ranges, config, committed, run_id, started)
+    finally:
+        decoded.unpersist()
+
+
+def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> DataFrame:
+    simple = config.protocol is Protocol.SIMPLE
+    simple_avro = simple and config.simple_encoding is SimpleEncoding.AVRO
+
+    def decoder(frame: DataFrame) -> DataFrame:
+        if simple:
+            return decode_simple_json(frame)
+        return decode_canal_json(frame, offset_order=config.offset_order)
+
+    prepared = prepare_payload(messages, config.compression, simple_avro=simple_avro)
+    decoded = decoder(prepared)
+    if config.claim_check_path is None:
+        return decoded
+    claims = decoded.where((F.col("kind") == KIND_FATAL) & F.col(CLAIM_CHECK).isNotNull()).select(
+        "topic", "partition", "offset", CLAIM_CHECK
+    )
+    if claims.isEmpty():
+        return decoded
+    resolved = fetch_claim_checks(
+        spark,
+        prepared,
+        claims,
+        config.claim_check_path,
+        config.claim_check_raw_value,
+        config.compression,
+        simple_avro,
+    )
+    logger.info("fetched %d claim-check message(s) from %s", claims.count(), config.claim_check_path)
+    return decoder(resolved)
+
+
+def _process(
+    spark: SparkSession,
+    decoded: DataFrame,
+    ranges: dict[PartitionId, PartitionRead],
+    config: IngestConfig,
+    committed: progress.Progress,
+    run_id: int,
+    started: float,
+) -> BatchResult:
+    stop_on_fatal(ranges, config.protocol)
+    records = sum(r.records for r in ranges.values())
+    check_partitions(config, ranges, committed, check_late=not config.offset_order)
+    bad = sum(r.bad for r in ranges.values())
+    quarantine_undecodable(spark, config, decoded, bad, run_id)
+    check_bad_ratio(config, bad, records)
+
+    ddls, watermarks, announced = _control_events(decoded, config.protocol)
+    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema] = {}
+    if config.protocol is Protocol.SIMPLE:
+        schemas = schema_cache.load(spark, config.state_path, config.stream_id)
+        fresh = [s for s in announced if (s.table, s.version) not in schemas]
+        schemas.update({(s.table, s.version): s for s in fresh})
+    watermark_by_partition = order.advance_watermarks(committed.watermarks, watermarks)
+    partition_set = config.partitions or (
+        (set(ranges) - {NO_PARTITION}) | set(committed.watermarks) | set(committed.resume)
+    )
+    g = order.global_watermark(watermark_by_partition, partition_set)
+    missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
+    if missing and not config.offset_order:
+        logger.warning(
+            "no watermark yet on partition(s) %s: nothing is applied until each has one", ", ".join(missing)
+        )
+
+    dml = decoded.where(F.col("kind") == KIND_DML)
+    signatures = _simplesignatures(dml) if config.protocol is Protocol.SIMPLE else type_signatures(dml)
+    if config.offset_order:
+        # No watermarks: everything read is applied now, up to the newest commit time seen (never back).
+        g = max(
+            [committed.global_watermark, *(s.max_commit_ts for s in signatures), *(d.commit_ts for d in ddls)]
+        )
+    # Simple rows whose schema version no BOOTSTRAP or DDL has announced yet wait, and hold their table's
+    # apply bound just below the first of them: nothing after them may be applied before them.
+    parked = _parked(signatures, schemas)
+    bounds = {t: min(g, ts - 1) for t, ts in parked.items()}
+    # A DDL belongs to every table it changes: a rename to its source and its target, DROP DATABASE to
+    # each known table of that database. Each table admits and records it on its own.
+    known = set(committed.tables) | {s.table for s in signatures} | {d.table for d in ddls if d.table.table}
+    by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
+    sources: set[TableId] = set()
+    for ddl in ddls:
+        affected = plan_schema.affected_tables(ddl, known)
+        if not affected:
+            apply_database_ddl(ddl, g)
+        for table in affected:
+            by_table[table].append(ddl)
+        if len(affected) > 1 and plan_schema.is_rename(ddl):
+            sources.update(affected[0::2])
+    # A rename's source runs first: its rows up to the rename are applied before the target copies them.
+    tables = sorted({s.table for s in signatures} | set(by_table), key=lambda t: (t not in sources, t))
+
+    reports: dict[TableId, TableReport] = {}
+    states: dict[TableId, TableState] = dict(committed.tables)
+    targets_of: dict[TableId, set[TableId]] = defaultdict(set)
+    for ddl in ddls:
+        affected = plan_schema.affected_tables(ddl, known)
+        if len(affected) > 1 and plan_schema.is_rename(ddl):
+            for source, target in zip(affected[0::2], affected[1::2], strict=False):
+                targets_of[source].add(target)
+
+    def apply(table: TableId, held_through: int | None) -> TableReport:
+        report, states[table] = _apply_table(
+            spark,
+            config,
+            table,
+            dml,
+            signatures,
+            by_table.get(table, []),
+            bounds.get(table, g),
+            committed,
+            run_id,
+            schemas,
+            held_through,
+        )
+        return report
+
+    # First pass: a table whose rows do not all convert stops just below the first that does not, for the
+    # batch may yet fail on max-bad-ratio, and a re-run after the fix must find those rows unapplied. Only
+    # when the whole batch's count is known to pass do such tables go on past their quarantined rows.
+    deferred: list[TableId] = []
+    for number, table in enumerate(tables, start=1):
+        logger.info("run %d: table %d/%d: %s", run_id, number, len(tables), table)
+        if any(table in targets_of[t] for t in deferred):
+            deferred.append(table)  # a rename target copies its source, which is not complete yet
+            continue
+        reports[table] = apply(table, None)
+        if reports[table].held_through is not None:
+            deferred.append(table)
+            if over_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records):
+                break  # the batch fails whatever comes next: leave the remaining tables untouched
+    conversion_bad = sum(r.quarantined for r in reports.values())
+    check_bad_ratio(config, bad + conversion_bad, records)
+    for table in deferred:
+        report = apply(table, reports[table].held_through if table in reports else 0)
+        if table in reports:
+            reports[table].absorb(report)
+        else:
+            reports[table] = report
+        conversion_bad += report.quarantined
+        check_bad_ratio(config, bad + conversion_bad, records)
+
+    pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
+    pending_rows, pending_records = _pending_counts(pending)
+    for table, count in pending_rows.items():
+        reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
+        reports[table].pending = count
+    # Everything read is now applied, quarantined or buffered: the read position moves past all of it.
+    # An empty buffer that stays empty needs no commit.
+    if pending_records or committed.buffered != 0:
+        buffer.replace_buffer(spark, config.state_path, config.stream_id, pending, pending_records)
+    resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
+    new_progress = progress.Progress(
+        run_id=run_id,
+        global_watermark=g,
+        resume=resume,
+        watermarks=watermark_by_partition,
+        tables=states,
+        pending_rows=pending_rows,
+        buffered=pending_records,
+    )
+    if config.protocol is Protocol.SIMPLE:
+        # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
+        schema_cache.add(spark, config.state_path, config.stream_id, fresh)
+    progress.commit_progress(spark, config.state_path, config.stream_id, new_progress)
+    decoded_per_table: dict[TableId, int] = defaultdict(int)
+    for signature in signatures:
+        decoded_per_table[signature.table] += signature.rows
+    for table, table_ddls in by_table.items():
+        decoded_per_table[table] += len(table_ddls)
+    result = BatchResult(
+        run_id,
+        records,
+        g,
+        bad + conversion_bad,
+        reports,
+        time.monotonic() - started,
+        bytes=sum(r.bytes for r in ranges.values()),
+        decoded=dict(decoded_per_table),
+        lag_seconds=lag_seconds(g),
+    )
+    for report in reports.values():
+        logger.info("run %d: %s", run_id, report.describe())
+    logger.info("%s", result.describe())
+    return result
+
+
+def _control_events(
+    decoded: DataFrame, protocol: Protocol
+) -> tuple[list[DdlEvent], list[Watermark], list[sp.VersionedSchema]]:
+    """DDLs, watermarks and (Simple) announced table schemas: the only records that reach the driver."""
+    rows = (
+        decoded.where(F.col("kind").isin(*CONTROL_KINDS))
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            "kind",
+            "database",
+            "table",
+            "type",
+            "commit_ts",
+            "sql",
+            "table_schema",
+            "pre_table_schema",
+        )
+        .collect()
+    )
+    ddls: list[DdlEvent] = []
+    watermarks: list[Watermark] = []
+    schemas: list[sp.VersionedSchema] = []
+    for row in rows:
+        position = Position(row["topic"], row["partition"], row["offset"])
+        if protocol is Protocol.SIMPLE:
+            fields = {
+                sp.FIELD_TYPE: row["type"],
+                sp.FIELD_COMMIT_TS: row["commit_ts"],
+                sp.FIELD_SQL: row["sql"],
+                sp.FIELD_TABLE_SCHEMA: row["table_schema"],
+                sp.FIELD_PRE_TABLE_SCHEMA: row["pre_table_schema"],
+            }
+            event = sp.control_event(fields, position)
+            if row["kind"] != KIND_WATERMARK:
+                schemas.extend(sp.schemas_of(fields))
+            if isinstance(event, sp.Bootstrap):
+                continue
+        else:
+            event = cj.control_event(
+                {
+                    cj.FIELD_DATABASE: row["database"],
+                    cj.FIELD_TABLE: row["table"],
+                    cj.FIELD_TYPE: row["type"],
+                    cj.FIELD_SQL: row["sql"],
+                    cj.FIELD_IS_DDL: row["kind"] == KIND_DDL,
+                    cj.FIELD_TIDB: {
+                        cj.TIDB_COMMIT_TS: row["commit_ts"],
+                        cj.TIDB_WATERMARK_TS: row["commit_ts"],
+                    },
+                },
+                position,
+            )
+        if isinstance(event, DdlEvent):
+            ddls.append(event)
+        else:
+            watermarks.append(event)
+    return ddls, watermarks, schemas
+
+
+def type_signatures(dml: DataFrame) -> list[TableSignature]:
+    # Grouped on the map's key and value arrays as they come: sorting each row's pairs into one value
+    # cost more than the aggregate itself. The same types in another key order meet again on the driver.
+    rows = (
+        dml.groupBy(
+            "database",
+            "table",
+            F.map_keys("mysql_type").alias("names"),
+            F.map_values("mysql_type").alias("types"),
+            F.col("pk_names"),
+        )
+        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
+        .collect()
+    )
+    merged: dict[tuple[TableId, tuple[tuple[str, str], ...], tuple[str, ...]], list[int]] = {}
+    for row in rows:
+        pairs = tuple(sorted(zip(row["names"] or [], row["types"] or [], strict=True)))
+        group = (TableId(row["database"], row["table"]), pairs, tuple(row["pk_names"] or ()))
+        lo, hi, n = int(row["lo"]), int(row["hi"]), int(row["n"])
+        if group in merged:
+            seen = merged[group]
+            lo, hi, n = min(lo, seen[0]), max(hi, seen[1]), n + seen[2]
+        merged[group] = [lo, hi, n]
+    return [
+        TableSignature(
+            table=table, mysql_types=pairs, pk_names=pk, min_commit_ts=lo, max_commit_ts=hi, rows=n
+        )
+        for (table, pairs, pk), (lo, hi, n) in merged.items()
+    ]
+
+
+def _simplesignatures(dml: DataFrame) -> list[TableSignature]:
+    rows = (
+        dml.groupBy("database", "table", "schema_version")
+        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
+        .collect()
+    )
+    return [
+        TableSignature(
+            table=TableId(r["database"], r["table"]),
+            mysql_types=(),
+            pk_names=(),
+            min_commit_ts=int(r["lo"]),
+            max_commit_ts=int(r["hi"]),
+            rows=int(r["n"]),
+            schema_version=int(r["schema_version"]),
+        )
+        for r in rows
+    ]
+
+
+def _parked(
+    signatures: list[TableSignature], schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema]
+) -> dict[TableId, int]:
+    """Per table, the first commit_ts of rows whose schema version is unknown (Simple only)."""
+    parked: dict[TableId, int] = {}
+    for s in signatures:
+        if s.schema_version is not None and (s.table, s.schema_version) not in schemas:
+            parked[s.table] = min(parked.get(s.table, s.min_commit_ts), s.min_commit_ts)
+            logger.warning(
+                "%s: %d row(s) name schema version %d, which no BOOTSTRAP or DDL has announced yet; "
+                "they wait, and the table is applied only up to commitTs %d",
+                s.table,
+                s.rows,
+                s.schema_version,
+                s.min_commit_ts - 1,
+            )
+    return parked
+
+
+def _above_bound(g: int, bounds: dict[TableId, int]) -> SparkColumn:
+    """Rows and DDLs not applied by this batch: above G, or above their own table's lower bound."""
+    condition = F.col("commit_ts") > g
+    for table, bound in bounds.items():
+        mine = (F.col("database") == table.schema) & (F.col("table") == table.table)
+        condition = condition | (mine & (F.col("commit_ts") > bound))
+    return condition
+
+
+def _apply_table(
+    spark: SparkSession,
+    config: IngestConfig,
+    table: TableId,
+    dml: DataFrame,
+    signatures: list[TableSignature],
+    ddls: list[DdlEvent],
+    g: int,
+    committed: progress.Progress,
+    run_id: int,
+    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    held_through: int | None = None,
+) -> tuple[TableReport, TableState]:
+    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
+
+    ``held_through`` None: the first pass, which stops the table just below rows that do not convert
+    (the report says so). Otherwise the second pass, past such rows, whose bad rows up to that commit_ts
+    are already quarantined.
+    """
+    path = config.table_path(table.schema, table.table)
+    state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    applied_before = state.applied_ts
+    if config.offset_order:
+        # Best effort: a row older than what the table already holds may be new (its partition lagged);
+        # it is admitted, and the MERGE guard keeps newer rows. Only DDLs are deduplicated, by D_T.
+        state = replace(state, applied_ts=0)
+    seen: set[tuple[int, str]] = set()
+    admitted: list[DdlEvent] = []
+    for ddl in sorted(ddls, key=lambda d: (d.commit_ts, d.position.offset)):
+        if order.ddl_is_new(state, ddl) and (ddl.commit_ts, ddl.identity) not in seen:
+            seen.add((ddl.commit_ts, ddl.identity))
+            admitted.append(ddl)
+    mine = [s for s in signatures if s.table == table]
+    has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= g for s in mine)
+    report = TableReport(table, applied_ts=state.applied_ts)
+    for step in order.plan_table_steps(table, state, admitted, g, has_rows):
+        if isinstance(step, order.DdlStep):
+            state = apply_ddl(spark, config, table, path, step.ddl, state, run_id)
+            report.ddls.append(step.ddl.sql)
+        else:
+            state = apply_segment(
+                spark, config, path, step, dml, mine, state, run_id, report, schemas, held_through
+            )
+            if report.held_through is not None and held_through is None:
+                report.applied_ts = state.applied_ts
+                return report, state
+        report.applied_ts = state.applied_ts
+    state = replace(state, applied_ts=max(state.applied_ts, applied_before))
+    report.applied_ts = state.applied_ts
+    if config.table_name_template and apply_schema.table_exists(spark, path):
+        name = config.catalog_name(table.schema, table.table)
+        if name:
+            apply_schema.register_catalog_table(spark, name, path)
+    return report, state
+
+
+def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:
+    """How many rows per table stay pending above G (DDLs are not counted as rows), and how many records
+    in all (rows and DDLs): what the buffer will hold."""
+    rows = pending.groupBy("kind", "database", "table").count().collect()
+    per_table: dict[TableId, int] = defaultdict(int)
+    for r in rows:
+        if r["kind"] == KIND_DML and r["table"]:
+            per_table[TableId(r["database"], r["table"])] += int(r["count"])
+    return dict(per_table), sum(int(r["count"]) for r in rows)
