@@ -4,9 +4,10 @@ Each table of the export is created exactly as the stream creates it from its CR
 properties, key and ``_tidb_`` columns), its rows are decoded on executors into the Canal-JSON text the
 stream carries and typed by the stream's own conversion (``apply.merge.normalize``), and appended with
 ``_tidb_commit_ts = S``, the snapshot TSO. The table's last commit records A_T = S in its ``userMetadata``
-and in the ``ticdc.appliedTs`` property, as the stream does after a DDL (consumer-semantics.md §7): a stream
-started at or before S then drops every change below S (R4), neutralises changes at S with the row guard
-(R7), and applies everything above S, so the mirror has no gap and no duplicate.
+and in the ``ticdc.appliedTs`` property, as the stream does after a DDL: a stream
+started at or before S then drops every change below S, neutralises changes at S with the row guard
+(a row is overwritten only by a change not older than it), and applies everything above S, so the mirror
+has no gap and no duplicate.
 """
 
 from __future__ import annotations

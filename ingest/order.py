@@ -1,6 +1,6 @@
 """Ordering decisions, pure: watermarks and G, DDL admission, segments.
 
-Implements rules R3-R5 of consumer-semantics.md. Nothing here touches Spark or Delta; the pipeline
+Nothing here touches Spark or Delta; the pipeline
 feeds it the few control events of a batch and gets back what to apply, in which order.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ingest.model import DdlEvent, PartitionId, TableId, TableState, Watermark
 
-# Intra-commitTs order of row changes (R6): a DELETE loses against an after-image at the same commit_ts.
+# Intra-commitTs order of row changes: a DELETE loses against an after-image at the same commit_ts.
 RANK_DELETE = 0
 RANK_UPSERT = 1
 
@@ -19,7 +19,7 @@ RANK_UPSERT = 1
 def advance_watermarks(
     current: Mapping[PartitionId, int], seen: Iterable[Watermark]
 ) -> dict[PartitionId, int]:
-    """R3: each partition's watermark only moves forward; a smaller value (a replay) is ignored."""
+    """Each partition's watermark only moves forward; a smaller value (a replay) is ignored."""
     result = dict(current)
     for watermark in seen:
         pid = watermark.position.partition_id
@@ -34,7 +34,7 @@ def global_watermark(watermarks: Mapping[PartitionId, int], partitions: Iterable
 
 
 def ddl_is_new(state: TableState, ddl: DdlEvent) -> bool:
-    """R4 for DDL, per table: a replayed DDL (older than the last applied one, or the same one) is dropped."""
+    """Per table, a replayed DDL (older than the last applied one, or the same one) is dropped."""
     if ddl.commit_ts < state.ddl_ts or ddl.commit_ts < state.applied_ts:
         return False
     return not (ddl.commit_ts == state.ddl_ts and ddl.identity in state.ddl_ids)
@@ -44,8 +44,9 @@ def ddl_is_new(state: TableState, ddl: DdlEvent) -> bool:
 class Segment:
     """Apply the rows of a table with ``low <(=) commit_ts <= high``; afterwards A_T = ``high``.
 
-    ``low`` is normally inclusive because admission is strict (R4: drop iff ts < A_T): a row at exactly
-    A_T is applied again and made harmless by the MERGE guard (R7). Right after a DDL at ``low`` it is
+    ``low`` is normally inclusive because admission is strict (a change is dropped only if its commit_ts
+    is below A_T): a row at exactly A_T is applied again and made harmless by the MERGE guard (a row is
+    overwritten only by a change not older than it). Right after a DDL at ``low`` it is
     exclusive: rows at the DDL's commit_ts belong before it, and re-applying their old-schema image would
     undo what the DDL did (e.g. a backfilled DEFAULT).
     """
@@ -74,7 +75,7 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class DdlStep:
-    """Apply one DDL to its table, after every row with commit_ts <= its commit_ts (R5)."""
+    """Apply one DDL to its table, after every row with commit_ts <= its commit_ts."""
 
     ddl: DdlEvent
 
@@ -89,7 +90,7 @@ def plan_table_steps(
     bound: int,
     has_rows: bool,
 ) -> list[Step]:
-    """R5: cut a table's buffered rows at its eligible DDLs, up to ``bound`` (G).
+    """Cut a table's buffered rows at its eligible DDLs, up to ``bound`` (G).
 
     ``ddls`` are the table's admitted DDLs; those with commit_ts > bound stay pending. Rows with
     ts == D belong to the segment before the DDL at D.

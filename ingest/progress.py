@@ -1,6 +1,6 @@
 """Committed progress: per-partition resume offsets and watermarks, per-table applied state. I/O.
 
-Two places, by design (R8-R10):
+Two places, by design:
 - each mirrored table's own Delta commits carry its A_T/D_T (see ``apply.delta_commit``), atomically with
   its data; that is the source of truth for what a table holds;
 - ``<state>/progress`` is an append-only Delta table with one row per committed run: where to resume each

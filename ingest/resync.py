@@ -1,7 +1,7 @@
 """Re-sync one table: rebuild it from the retained input, then swap it in at a consistent state. I/O.
 
 What re-sync means under our exactly-once design: a mirrored table is a function of the change stream
-up to its applied TSO A_T (R8). Re-syncing table T replays the input from its first record, for T only,
+up to its applied TSO A_T. Re-syncing table T replays the input from its first record, for T only,
 into a staging table under ``<state>/resync/`` with its own progress (stream id ``resync``), and then
 replaces T's rows with the staged rows. The replacing commit carries the staged state (A_T', D_T', DDL
 identities); the mirror's own progress and buffer are untouched, and anything they still hold for T at or

@@ -128,7 +128,7 @@ def fetch_claim_checks(
     compression: Compression,
     simple_avro: bool,
 ) -> DataFrame:
-    """Replace the payload of claim-check references with the full messages they point to (§1.8).
+    """Replace the payload of claim-check references with the full messages they point to.
 
     ``claims`` holds the positions and locations of the references. TiCDC names each object by the last
     element of the location; it is read relative to ``root`` (any path Spark reads: local, s3a, abfss, dbfs).
@@ -325,7 +325,7 @@ def decode_simple_json(messages: DataFrame) -> DataFrame:
             *MESSAGE_COLUMNS,
             kind.alias("kind"),
             error.alias("error"),
-            # DDL and BOOTSTRAP messages name their table only inside the table schema (§3.4).
+            # DDL and BOOTSTRAP messages name their table only inside the table schema.
             F.coalesce(env[sp.FIELD_DATABASE], _schema_field(sp.SCHEMA_DATABASE)).alias("database"),
             F.coalesce(env[sp.FIELD_TABLE], _schema_field(sp.SCHEMA_TABLE)).alias("table"),
             typ.alias("type"),
@@ -370,7 +370,7 @@ def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column, Column]:
             "DML without database/table",
         ),
         (is_dml & env[sp.FIELD_SCHEMA_VERSION].isNull(), KIND_BAD, "DML without schemaVersion"),
-        # Check the claim-check location first: a Simple reference sets both it and handleKeyOnly (§3.10).
+        # Check the claim-check location first: a Simple reference sets both it and handleKeyOnly.
         (is_dml & env[sp.FIELD_CLAIM_CHECK].isNotNull(), KIND_FATAL, CLAIM_CHECK_NOT_CONFIGURED),
         (is_dml & F.coalesce(env[sp.FIELD_HANDLE_KEY_ONLY], F.lit(False)), KIND_FATAL, HANDLE_KEY_ONLY),
         (

@@ -1,6 +1,6 @@
 """A Kafka stream through the same ``pipeline.process_batch`` as the files source, one micro-batch at a time.
 
-Spark's checkpoint only caches positions; our progress owns them (R9):
+Spark's checkpoint only caches positions; our progress owns them:
 - a new checkpoint starts at our progress (``startingOffsets``), so deleting it loses nothing;
 - records below our resume offsets (applied, quarantined or buffered already) are dropped from a batch;
 - a batch that starts above a resume offset means records were skipped: the stream stops.

@@ -51,7 +51,7 @@ Key = tuple[Any, ...]
 
 
 def wire_text(value: Any, column_type: ColumnType, tz: ZoneInfo) -> str | None:
-    """A Python value as Canal-JSON puts it in ``data``/``old`` (ticdc-protocols.md §2.5)."""
+    """A Python value as Canal-JSON puts it in ``data``/``old``."""
     if value is None:
         return None
     kind = column_type.kind
@@ -83,7 +83,7 @@ def wire_text(value: Any, column_type: ColumnType, tz: ZoneInfo) -> str | None:
 
 
 def simple_wire_value(value: Any, column_type: ColumnType, tz_name: str) -> Any:
-    """A Python value as the Simple protocol's JSON flavour puts it in ``data``/``old`` (§3.8)."""
+    """A Python value as the Simple protocol's JSON flavour puts it in ``data``/``old``."""
     if value is None:
         return None
     kind = column_type.kind
@@ -105,7 +105,7 @@ _INTEGER_KINDS = (
 
 
 def simple_avro_value(value: Any, column_type: ColumnType, tz_name: str) -> Any:
-    """A Python value as a Simple Avro ``data``/``old`` union branch (§3.8), as a fastavro (name, value)."""
+    """A Python value as a Simple Avro ``data``/``old`` union branch, as a fastavro (name, value)."""
     if value is None:
         return None
     kind = column_type.kind
@@ -252,12 +252,12 @@ def _datetime_text(moment: datetime, fsp: int) -> str:
     return text
 
 
-# -- TiCDC Avro (Confluent wire format, ticdc-protocols.md §4) ------------------------------------------
+# -- TiCDC Avro (Confluent wire format) ---------------------------------------------------------------
 _AVRO_SMALL_INTS = (ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT)
 
 
 def ticdc_avro_type(column_type: ColumnType) -> dict[str, Any]:
-    """The Avro type TiCDC writes for a column (§4.5): the primitive plus ``connect.parameters``."""
+    """The Avro type TiCDC writes for a column: the primitive plus ``connect.parameters``."""
     kind, unsigned = column_type.kind, column_type.unsigned
     parameters: dict[str, str]
     if kind in _AVRO_SMALL_INTS or (kind is ColumnKind.INT and not unsigned):
@@ -292,7 +292,7 @@ def ticdc_avro_type(column_type: ColumnType) -> dict[str, Any]:
 
 
 def ticdc_avro_value(value: Any, column_type: ColumnType, tz: ZoneInfo) -> Any:
-    """A Python value as TiCDC's Avro encoder writes it (§4.5)."""
+    """A Python value as TiCDC's Avro encoder writes it."""
     if value is None:
         return None
     kind = column_type.kind
@@ -334,7 +334,7 @@ def confluent_frame(schema_id: int, schema: Any, datum: Mapping[str, Any]) -> by
 
 
 def ticdc_avro_subject(topic: str, part: str) -> str:
-    """TiCDC's subject: the topic with every dot made an underscore, then ``-key``/``-value`` (§4.2)."""
+    """TiCDC's subject: the topic with every dot made an underscore, then ``-key``/``-value``."""
     return f"{topic.replace('.', '_')}-{part}"
 
 
@@ -485,7 +485,7 @@ class Stream:
     protocol: str = "canal-json"  # or "simple", or "avro" (TiCDC Avro: one topic per table)
     encoding: str = "json"  # Simple only: "json" or "avro"
     compression: Compression = Compression.NONE
-    # Claim-check: where TiCDC writes the full messages of rows sent with large=True (§1.8).
+    # Claim-check: where TiCDC writes the full messages of rows sent with large=True.
     claim_check_dir: Path | None = None
     claim_check_raw: bool = False
     _large: bool = False
@@ -579,7 +579,7 @@ class Stream:
         if change is not None:
             change()
         if self.protocol == "avro":
-            return  # Avro carries no DDL: the next row's writer schema shows the change (§4.7)
+            return  # Avro carries no DDL: the next row's writer schema shows the change
         if self.protocol != "simple":
             self.append_message(
                 0, self._envelope(table.schema, table.table, ddl_type, ts, sql=sql, is_ddl=True)
@@ -809,7 +809,7 @@ class Stream:
         for p in range(self.partitions) if partitions is None else partitions:
             self._announced[p] = max(self._announced.get(p, 0), ts)
             if self.protocol == "avro":
-                continue  # production Avro has no watermarks (§4.8)
+                continue  # production Avro has no watermarks
             message: dict[str, Any] = {
                 "id": 0, "database": "", "table": "", "pkNames": None, "isDdl": False,
                 "type": cj.TYPE_WATERMARK, "es": ts >> 18, "ts": (ts >> 18) + 5, "sql": "", "sqlType": None,
@@ -973,7 +973,7 @@ class Stream:
         self, table: TableId, typ: str, data: Row, old: Row | None, ts: int, partition: int
     ) -> None:
         if table not in self._bootstrapped:
-            # TiCDC queues a BOOTSTRAP ahead of a table's first row, to every partition (§3.9).
+            # TiCDC queues a BOOTSTRAP ahead of a table's first row, to every partition.
             self._bootstrapped.add(table)
             bootstrap = {"version": 1, "type": sp.TYPE_BOOTSTRAP, "commitTs": 0, "buildTs": (ts >> 18) + 1,
                          "tableSchema": self._simple_table_schema(table)}  # fmt: skip
@@ -1006,7 +1006,7 @@ class Stream:
         return f"{self.topic}_{table.schema}_{table.table}"
 
     def avro_schemas(self, table: TableId) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The key and value writer schemas TiCDC registers for a table as it is now (§4.3-4.4, §4.6)."""
+        """The key and value writer schemas TiCDC registers for a table as it is now."""
         entry = self._tables[table]
         tz = ZoneInfo(self.tz_name)
 
@@ -1047,7 +1047,7 @@ class Stream:
         key_datum = {k: ticdc_avro_value(data.get(k), entry.columns[k], tz) for k in entry.schema.key}
         key = confluent_frame(key_id, key_schema, key_datum)
         if typ == cj.TYPE_DELETE:
-            self.append_raw(partition, None, key, topic)  # a tombstone: no commitTs, no op (§4.1)
+            self.append_raw(partition, None, key, topic)  # a tombstone: no commitTs, no op
             return
         value_id = self._schema_id(ticdc_avro_subject(topic, "value"), value_schema)
         datum = {n: ticdc_avro_value(data.get(n), entry.columns[n], tz) for n in entry.columns}
@@ -1073,7 +1073,7 @@ class Stream:
 
 
 class StorageSinkWriter:
-    """Writes a stream the way TiCDC's storage sink does for Canal-JSON (ticdc-protocols.md §2.12).
+    """Writes a stream the way TiCDC's storage sink does for Canal-JSON.
 
     Each :meth:`flush` writes the records added since the last one into new ``CDC<index>.json`` files
     (never rewriting a file), a schema file per DDL, and the ``metadata`` file with the checkpoint-ts.

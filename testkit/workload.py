@@ -294,7 +294,7 @@ class CanalJsonEncoder:
 
 
 _SIMPLE_TYPE = {Op.INSERT: sp.TYPE_INSERT, Op.UPDATE: sp.TYPE_UPDATE, Op.DELETE: sp.TYPE_DELETE}
-# Simple Avro carries integer columns as longs and every other kind used here as its wire text (§3.8).
+# Simple Avro carries integer columns as longs and every other kind used here as its wire text.
 _AVRO_LONG = (ColumnKind.BIGINT, ColumnKind.INT)
 
 
@@ -307,7 +307,7 @@ class SimpleEncoder:
     first row (the CREATE TABLE in the stream announces the same schema).
     """
 
-    ddl_on_every_partition = True  # Simple sends DDLs to every partition (§3.4)
+    ddl_on_every_partition = True  # Simple sends DDLs to every partition
 
     def __init__(self, encoding: str = "json") -> None:
         self._avro = encoding == "avro"
@@ -418,7 +418,7 @@ class _AvroTable:
 
 
 class TicdcAvroEncoder:
-    """TiCDC Avro in the Confluent wire format (§4), record for record as ``Stream(protocol="avro")``.
+    """TiCDC Avro in the Confluent wire format, record for record as ``Stream(protocol="avro")``.
 
     The model (``Stream``) holds the tables and gives each its topic, subjects and writer schemas; rows are
     framed here with those schemas parsed once, by the model's ``confluent_frame``. Ids come from an

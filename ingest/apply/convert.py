@@ -69,8 +69,8 @@ _TWO_TO_64 = 18446744073709551616
 class BinaryText(Enum):
     """How a protocol writes bytes as JSON text."""
 
-    LATIN1 = "latin-1"  # Canal-JSON: each byte is the code point of the same number (§2.7)
-    BASE64 = "base64"  # Simple JSON: standard padded base64 (§3.8)
+    LATIN1 = "latin-1"  # Canal-JSON: each byte is the code point of the same number
+    BASE64 = "base64"  # Simple JSON: standard padded base64
 
 
 def column_type_of(field: T.StructField) -> ColumnType | None:
@@ -108,7 +108,7 @@ def from_wire(
     if isinstance(data_type, T.BinaryType):
         if binary is BinaryText.BASE64:
             return F.try_to_binary(raw, F.lit("base64"))
-        # ISO-8859-1 maps each code point U+0000..U+00FF back to its byte (ticdc-protocols.md §2.7).
+        # ISO-8859-1 maps each code point U+0000..U+00FF back to its byte.
         return F.encode(raw, "ISO-8859-1")
     if isinstance(data_type, T.TimestampType):
         # TIMESTAMP text is local time in the TiCDC server's zone: Simple names the zone next to the value

@@ -1,7 +1,7 @@
 """How a Delta commit carries our per-table state, and Delta's idempotent-write ids.
 
 Each commit we make stores the table's state (A_T, D_T, DDL identities) as JSON in the commit's
-``userMetadata``, so the state moves atomically with the data (R8) and shows in ``DESCRIBE HISTORY``.
+``userMetadata``, so the state moves atomically with the data and shows in ``DESCRIBE HISTORY``.
 MERGEs also carry ``txnAppId``/``txnVersion``: Delta skips a write whose version is not above the last
 one recorded for the stream, so a replayed segment is a no-op even before our row guard.
 """

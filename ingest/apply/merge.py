@@ -1,6 +1,6 @@
 """One segment of one table's rows -> one guarded Delta MERGE. I/O.
 
-Rules R2, R6 and R7 of consumer-semantics.md, run on executors: UPDATEs that change the key become a DELETE
+Run on executors: UPDATEs that change the key become a DELETE
 of the old key and an upsert of the new one; per key the latest change wins by (commit_ts, rank, offset),
 where a DELETE ranks below an after-image at the same commit_ts; the MERGE overwrites a row only when the
 target's ``_tidb_commit_ts`` is not newer (``<=``) and deletes it only when strictly older (``<``).
@@ -76,7 +76,7 @@ def normalize(
     timezone: str,
     binary: convert.BinaryText = convert.BinaryText.LATIN1,
 ) -> DataFrame:
-    """R2: one row per change with typed columns, a rank, and the names of columns that did not convert."""
+    """One row per change with typed columns, a rank, and the names of columns that did not convert."""
     data, old = F.col("data"), F.col("old")
     before = F.when(old.isNull(), data).otherwise(
         F.map_zip_with(data, old, lambda _k, new, prev: F.coalesce(prev, new))
@@ -148,7 +148,7 @@ def with_defaults(rows: DataFrame, defaults: dict[str, str]) -> DataFrame:
 
 
 def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
-    """R6: exactly one change per key, the greatest by (commit_ts, rank, offset)."""
+    """Exactly one change per key, the greatest by (commit_ts, rank, offset)."""
     order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
         F.col("commit_ts").desc(),
         F.col(RANK_COLUMN).desc(),
@@ -244,7 +244,7 @@ def apply_merge(
     *,
     by_offset: bool = False,
 ) -> MergeResult:
-    """R7: MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change).
+    """MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change).
 
     ``bounds``: min and max of the source's first key column. Target rows outside them cannot match, so
     the condition says so, and Delta skips the files whose statistics lie outside.

@@ -1,6 +1,6 @@
 """TiCDC Canal-JSON (with ``enable-tidb-extension=true``): wire names and pure decoding.
 
-See ticdc-protocols.md §2. The row data of DML messages is decoded on Spark executors by
+The row data of DML messages is decoded on Spark executors by
 ``ingest.spark_decode``, which takes every wire name from here; only control messages (DDL, watermarks)
 are turned into model objects on the driver, by :func:`control_event`.
 """
@@ -40,7 +40,7 @@ TYPE_WATERMARK = "TIDB_WATERMARK"
 DML_TYPES = (TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE)
 
 # A column is binary (ISO-8859-1 text on the wire) iff its mysqlType says so; TiCDC's own decoder uses
-# exactly this rule (ticdc-protocols.md §2.6).
+# exactly this rule.
 BINARY_MARKERS = ("binary", "blob")
 
 
@@ -51,7 +51,7 @@ def is_binary_mysql_type(mysql_type: str) -> bool:
 
 
 def binary_from_wire(text: str) -> bytes:
-    """Restore the exact bytes of a BINARY/VARBINARY/BLOB value (§2.7). Never UTF-8."""
+    """Restore the exact bytes of a BINARY/VARBINARY/BLOB value. Never UTF-8."""
     return text.encode("latin-1")
 
 

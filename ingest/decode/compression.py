@@ -1,6 +1,6 @@
 """TiCDC-level compression of message values (``large-message-handle-compression``). Pure.
 
-Nothing in a message says it is compressed (ticdc-protocols.md §1.2), so the algorithm is configured. It
+Nothing in a message says it is compressed, so the algorithm is configured. It
 applies to every Canal-JSON and Simple message kind, and to claim-check payloads; never to Avro.
 """
 

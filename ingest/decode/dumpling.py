@@ -12,7 +12,7 @@ Dumpling writes (``--filetype sql`` or ``csv``, ``--escape-backslash`` on by def
 With backslash escaping, newlines inside values are written as ``\\n``, so every row is one physical line:
 that is what lets Spark split a big data file across tasks by lines and run :func:`decode_line` on executors.
 
-Values become the text Canal-JSON would carry for the same column (ticdc-protocols.md §2.5), so the stream's
+Values become the text Canal-JSON would carry for the same column, so the stream's
 own conversion (``ingest.apply.convert``) types them: binary bytes as latin-1 code points, BIT as its
 unsigned number, ENUM as its 1-based index and SET as its bitmask.
 """

@@ -1,6 +1,6 @@
 """TiCDC Simple protocol (JSON and Avro flavours): wire names and pure decoding of schemas and control events.
 
-See ticdc-protocols.md §3. Row messages carry no column types: they name a ``schemaVersion``, and the types
+Row messages carry no column types: they name a ``schemaVersion``, and the types
 come from BOOTSTRAP and DDL messages (``tableSchema`` / ``preTableSchema``), which the mirror keeps in a
 schema cache keyed by (database, table, version). Row data is decoded on Spark executors by
 ``ingest.spark_decode``; only control messages and table schemas are turned into model objects here.
@@ -66,7 +66,7 @@ INDEX_PRIMARY = "primary"
 INDEX_NULLABLE = "nullable"
 INDEX_COLUMNS = "columns"
 
-# TIMESTAMP values are objects {"location": <IANA zone>, "value": <local time text>} (§3.8).
+# TIMESTAMP values are objects {"location": <IANA zone>, "value": <local time text>}.
 TIMESTAMP_LOCATION = "location"
 TIMESTAMP_VALUE = "value"
 
@@ -133,7 +133,7 @@ def column_type(data_type: Mapping[str, Any]) -> ColumnType:
         precision = int(length) if length and int(length) > 0 else 10
         return ColumnType(kind, unsigned=unsigned, precision=precision, scale=int(decimal or 0))
     if kind in _FSP_KINDS:
-        # JSON carries the fsp in "decimal"; the Avro flavour has no fsp for temporal types (§5 #5).
+        # JSON carries the fsp in "decimal"; the Avro flavour has no fsp for temporal types.
         return ColumnType(kind, length=int(decimal) if decimal else None)
     if kind in (ColumnKind.FLOAT, ColumnKind.DOUBLE, ColumnKind.JSON, ColumnKind.DATE, ColumnKind.YEAR):
         return ColumnType(kind, unsigned=unsigned)
@@ -246,7 +246,7 @@ def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | W
 
 
 def _database_of(sql: str) -> str:
-    # Schema-level DDL names its database only inside the SQL (§3.4).
+    # Schema-level DDL names its database only inside the SQL.
     statement = parse_ddl(sql, "")
     if isinstance(statement, CreateDatabase | DropDatabase):
         return statement.schema
@@ -265,7 +265,7 @@ def schemas_of(fields: Mapping[str, Any]) -> list[VersionedSchema]:
 
 # -- Avro flavour ---------------------------------------------------------------------------------------
 # TiCDC's fixed schema (pkg/sink/codec/simple/message.json): a union of named types; every value is one
-# datum of its "Message" branch, with no registry, magic byte or container header (§3.11).
+# datum of its "Message" branch, with no registry, magic byte or container header.
 AVRO_SCHEMA_RESOURCE = "simple_avro_schema.json"
 _MESSAGE_TYPE = "type"
 _MESSAGE_PAYLOAD = "payload"

@@ -1,4 +1,4 @@
-"""TiCDC Avro in the Confluent wire format (ticdc-protocols.md §4): writer schemas and records. Pure.
+"""TiCDC Avro in the Confluent wire format: writer schemas and records. Pure.
 
 A record's key and value each start with byte 0 and a 4-byte schema id; the body is Avro binary under the
 writer schema the registry serves for that id. The value is the full new row (INSERT/UPDATE, with
@@ -29,7 +29,7 @@ HEADER_BYTES = 5
 
 FIELD_OP = "_tidb_op"
 FIELD_COMMIT_TS = "_tidb_commit_ts"
-# Fields TiCDC adds after the columns (§4.6, §4.10); none of them is an upstream column.
+# Fields TiCDC adds after the columns; none of them is an upstream column.
 EXTENSION_FIELDS = frozenset(
     {
         FIELD_OP,
@@ -95,7 +95,7 @@ class WriterSchema:
 
 
 def parse_writer_schema(schema_id: int, text: str) -> WriterSchema:
-    """Read a TiCDC key or value schema (§4.3-4.5).
+    """Read a TiCDC key or value schema.
 
     Raises:
         NotTicdcAvro: not a record schema with TiCDC's ``tidb_type`` parameters.
@@ -157,7 +157,7 @@ def _column(schema_id: int, name: str, entry: Mapping[str, Any]) -> AvroColumn:
 def column_type_of(
     tidb_type: str, primitive: str, parameters: Mapping[str, Any], logical: Mapping[str, Any]
 ) -> ColumnType:
-    """The narrowest TiDB type that holds every value the writer schema can carry (§4.5).
+    """The narrowest TiDB type that holds every value the writer schema can carry.
 
     Avro folds TINYINT..INT into ``INT`` (an Avro int), so they mirror as INT; ``INT UNSIGNED`` is an Avro
     long for INT and an Avro int for the smaller ones (which MEDIUMINT UNSIGNED holds).
@@ -308,7 +308,7 @@ def wire_text(value: Any, column: AvroColumn) -> str | None:
         return str(int(value))
     if isinstance(value, int):
         if kind is ColumnKind.BIGINT and column.column.type.unsigned and value < 0:
-            return str(value + _TWO_TO_64)  # BIGINT UNSIGNED in "long" mode wraps (§4.5)
+            return str(value + _TWO_TO_64)  # BIGINT UNSIGNED in "long" mode wraps
         return str(value)
     if isinstance(value, Decimal):
         return format(value, "f")

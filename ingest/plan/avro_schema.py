@@ -1,6 +1,6 @@
 """TiCDC Avro: a new writer schema against the mirrored table -> schema changes. Pure.
 
-Avro carries no DDL (ticdc-protocols.md §4.7); a schema change shows only as rows under a new writer
+Avro carries no DDL; a schema change shows only as rows under a new writer
 schema id. The mirror follows the newest writer schema: columns it adds are added (existing rows get the
 field's default, as upstream's ADD COLUMN ... DEFAULT gives them), columns it lacks are dropped, changed
 types go through the type-change policy, and a new key schema moves the merge key. A renamed column looks

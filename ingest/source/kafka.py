@@ -1,6 +1,6 @@
 """Kafka -> rows of (topic, partition, offset, timestamp, key, value), with Spark Structured Streaming. I/O.
 
-Positions belong to our progress (R9), not to Spark's checkpoint: a new query starts where our progress
+Positions belong to our progress, not to Spark's checkpoint: a new query starts where our progress
 says, and every batch is checked against it, so a lost or stale checkpoint cannot skip or repeat data.
 """
 

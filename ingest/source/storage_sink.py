@@ -1,6 +1,6 @@
 """TiCDC's storage sink (Canal-JSON files) as Kafka-shaped rows, so the pipeline needs no second path. I/O.
 
-Layout (ticdc-protocols.md §2.12)::
+Layout::
 
     <root>/metadata                                         {"checkpoint-ts": <tso>}
     <root>/<db>/<table>/<table-version>/[<partition-id>/][<date>/]CDC<index>.json
@@ -50,7 +50,7 @@ META_DIR = "meta"
 LINE_BITS = 25  # lines per file: 32M, far above what a 64 MiB (default file-size) file can hold
 LAST_SLOT = (1 << LINE_BITS) - 1
 
-# TiDB DDL action codes (schema file "Type") -> Canal-JSON "type" (§2.8); the rest are QUERY or ALTER.
+# TiDB DDL action codes (schema file "Type") -> Canal-JSON "type"; the rest are QUERY or ALTER.
 _CANAL_TYPES = {3: "CREATE", 4: "ERASE", 11: "TRUNCATE", 14: "RENAME", 7: "CINDEX", 8: "DINDEX"}
 _ALTER_ACTIONS = {5, 6, 12, 13, 15, 16, 17, 19, 20, 22, 23, 32, 33}
 
