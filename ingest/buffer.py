@@ -14,19 +14,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.model import MESSAGE_COLUMNS
+from ingest.source import MESSAGE_SCHEMA
 
 BUFFER_DIR = "buffer"
-SCHEMA = T.StructType(
-    [
-        T.StructField("stream_id", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("timestamp", T.TimestampType()),
-        T.StructField("key", T.BinaryType()),
-        T.StructField("value", T.BinaryType()),
-    ]
-)
+SCHEMA = T.StructType([T.StructField("stream_id", T.StringType()), *MESSAGE_SCHEMA.fields])
 
 
 def buffer_path(state_path: str) -> str:

@@ -218,10 +218,10 @@ def _apply_table(
                 for name in writer.names
                 if name not in book.schemas[use.value_schema][0].names
             }
-            _create(spark, config, path, table, writer, key, latest, read, state, run_id, older)
+            _create(spark, config, _Follow(table, path, writer, key, latest, read, state, run_id), older)
             report.ddls.append(f"create from writer schema {writer.id}")
         elif latest.max_commit_ts >= state.applied_ts:
-            described = _evolve(spark, config, path, table, writer, key, latest, read, state, run_id)
+            described = _evolve(spark, config, _Follow(table, path, writer, key, latest, read, state, run_id))
             if described:
                 report.ddls.append(described)
 
@@ -282,21 +282,32 @@ def _event(table: TableId, use: plan_avro.SchemaUse, read: _TableRead, text: str
     return DdlEvent(table, use.max_commit_ts, text, SCHEMA_CHANGE, position)
 
 
-def _create(
-    spark: SparkSession,
-    config: IngestConfig,
-    path: str,
-    table: TableId,
-    writer: ta.WriterSchema,
-    key: tuple[str, ...],
-    use: plan_avro.SchemaUse,
-    read: _TableRead,
-    state: TableState,
-    run_id: int,
-    absent_before: set[str],
-) -> None:
+@dataclass(frozen=True)
+class _Follow:
+    """A table about to follow a writer schema: which, why (the newest row that uses it), and its state."""
+
+    table: TableId
+    path: str
+    writer: ta.WriterSchema
+    key: tuple[str, ...]
+    use: plan_avro.SchemaUse
+    read: _TableRead
+    state: TableState
+    run_id: int
+
+
+def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_before: set[str]) -> None:
     """Create the table from the newest writer schema; ``absent_before``: its columns that rows of an older
     writer schema in the same batch lack (they read the column's default)."""
+    table, path, writer, key, use, read = (
+        follow.table,
+        follow.path,
+        follow.writer,
+        follow.key,
+        follow.use,
+        follow.read,
+    )
+    state, run_id = follow.state, follow.run_id
     missing = [k for k in key if k not in writer.names]
     if not key or missing:
         raise SchemaChangeRejected(
@@ -353,19 +364,17 @@ def _unknown_defaults(
     return resolved, notes
 
 
-def _evolve(
-    spark: SparkSession,
-    config: IngestConfig,
-    path: str,
-    table: TableId,
-    writer: ta.WriterSchema,
-    key: tuple[str, ...],
-    use: plan_avro.SchemaUse,
-    read: _TableRead,
-    state: TableState,
-    run_id: int,
-) -> str:
+def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
     """Bring the table to the newest writer schema; returns what changed ("" for nothing)."""
+    table, path, writer, key, use, read = (
+        follow.table,
+        follow.path,
+        follow.writer,
+        follow.key,
+        follow.use,
+        follow.read,
+    )
+    state, run_id = follow.state, follow.run_id
     if apply_schema.get_property(spark, path, PROPERTY_WRITER_SCHEMA) == str(writer.id):
         return ""
     info = apply_schema.table_info(spark, path)

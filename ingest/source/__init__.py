@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ingest.model import PartitionId
 
@@ -20,3 +21,14 @@ def at_or_after(start: Mapping[PartitionId, int]) -> Column:
 
 
 POSITION = ("topic", "partition", "offset")
+# A Kafka record as every source hands it on (and as the buffer keeps it).
+MESSAGE_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+    ]
+)

@@ -34,11 +34,11 @@ import orjson
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ingest.decode import canal_json as cj
 from ingest.errors import ConfigError
 from ingest.model import MESSAGE_COLUMNS, PartitionId
+from ingest.source import MESSAGE_SCHEMA
 
 logger = logging.getLogger(__name__)
 
@@ -53,17 +53,6 @@ LAST_SLOT = (1 << LINE_BITS) - 1
 # TiDB DDL action codes (schema file "Type") -> Canal-JSON "type"; the rest are QUERY or ALTER.
 _CANAL_TYPES = {3: "CREATE", 4: "ERASE", 11: "TRUNCATE", 14: "RENAME", 7: "CINDEX", 8: "DINDEX"}
 _ALTER_ACTIONS = {5, 6, 12, 13, 15, 16, 17, 19, 20, 22, 23, 32, 33}
-
-_MESSAGE_SCHEMA = T.StructType(
-    [
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("timestamp", T.TimestampType()),
-        T.StructField("key", T.BinaryType()),
-        T.StructField("value", T.BinaryType()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -221,7 +210,7 @@ def read_messages(spark: SparkSession, input_path: str, start: Mapping[Partition
         len(fresh),
         len({f.partition for f in files}),
     )
-    rows = spark.createDataFrame(control, _MESSAGE_SCHEMA)
+    rows = spark.createDataFrame(control, MESSAGE_SCHEMA)
     if fresh:
         rows = rows.unionByName(_read_lines(spark, fresh, start))
     return rows
