@@ -57,6 +57,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--stream-id", default="default", help="whose progress to show")
 
+    as_of = commands.add_parser(
+        "as-of",
+        help="the Delta version of every table that equals upstream at a TSO or time (the newest run's G "
+        "at or below it)",
+    )
+    _add_mirror_flags(as_of)
+    moment = as_of.add_mutually_exclusive_group(required=True)
+    moment.add_argument("--tso", default=None, help="a TiDB TSO, e.g. 470591795363840000")
+    moment.add_argument(
+        "--time", default=None, help="an ISO 8601 time (UTC unless it says), e.g. 2026-11-20T09:00Z"
+    )
+    as_of.add_argument("--tables", default=None, help="database.table[,...] (default: every mirrored table)")
+    as_of.add_argument(
+        "--sql",
+        action="store_true",
+        help="print a SELECT ... VERSION AS OF query per table instead of a table",
+    )
+
     load = commands.add_parser(
         "load",
         help="initial load from a TiDB Dumpling export; the stream then continues from its snapshot TSO",
@@ -69,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--input", default=None, help="sample records to use (default: the bundled sample)")
     return parser
+
+
+def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Where a mirror is: its root, its state and the stream whose progress counts."""
+    command.add_argument(f"--{prefix}target-path", required=not prefix, help="root of the mirror")
+    command.add_argument(
+        f"--{prefix}state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
+    )
+    command.add_argument(f"--{prefix}stream-id", default="default", help="whose progress to read")
+
 
 
 def _add_edge_flags(run: argparse.ArgumentParser) -> None:
@@ -144,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(Path(args.target_path), args.input)
         if args.command == "status":
             return _status(args.target_path, args.state_path, args.stream_id)
+        if args.command == "as-of":
+            return _as_of(args)
         if args.command == "load":
             return _load(vars(args))
         config = IngestConfig.from_params({**_params(args), **kafka_options})
@@ -249,6 +279,24 @@ def _status(target_path: str, state_path: str | None, stream_id: str) -> int:
     config = IngestConfig.from_params(params)
     committed, tables = status.collect(get_session(), config)
     print(status.render(committed, tables))
+    return 0
+
+
+def _as_of(args: argparse.Namespace) -> int:
+    from ingest import asof
+    from ingest.spark import get_session
+
+    tso = asof.parse_moment(args.tso, args.time)
+    tables = asof.parse_tables(args.tables)
+    answer = asof.resolve(
+        get_session(), args.target_path, tso, tables, state_path=args.state_path, stream_id=args.stream_id
+    )
+    if args.sql:
+        print(f"-- as of TSO {tso}: run {answer.run_id}, G = {answer.g} ({answer.g_time.isoformat()})")
+        for table in answer.tables:
+            print(table.sql() + ";")
+    else:
+        print(answer.describe())
     return 0
 
 

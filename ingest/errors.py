@@ -45,3 +45,8 @@ class TooManyBadRecords(IngestError):
 
 class RegistryUnavailable(IngestError):
     """The schema registry did not answer within the retry budget; nothing was applied."""
+
+
+class AsOfRefused(IngestError):
+    """The mirror cannot answer a read as of the TSO asked for (before it started, after its G, or the
+    version that held it was vacuumed or cleaned from the log)."""

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
 ]  # fmt: skip
 PURE = ["ingest.model", "ingest.errors", "ingest.parameters", "ingest.decode", "ingest.order", "ingest.plan",
-        "ingest.config", "testkit.sample", "testkit.workload", "testkit.ddl_spelling"]  # fmt: skip
+        "ingest.config", "ingest.asof_rules", "ingest.verify_rules", "testkit.sample", "testkit.workload", "testkit.ddl_spelling"]  # fmt: skip
 FORBIDDEN = ("pyspark", "delta", "py4j")
 
 

@@ -32,3 +32,11 @@ def run(spark, tmp_path: Path, lake: Path) -> Runner:
         return run_files(spark, config)
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def mirrored_history(spark, tmp_path_factory: pytest.TempPathFactory):
+    """A three-run, three-table mirror of a known upstream history (see ``asof_history``); read-only."""
+    from asof_history import build
+
+    return build(spark, tmp_path_factory.mktemp("history"))

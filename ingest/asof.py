@@ -1,0 +1,282 @@
+"""Read every mirrored table as of one TiDB timestamp (TSO) or wall-clock time. I/O.
+
+The run to use comes from ``<state>/progress`` (one row per committed run, with G); each table's version
+from its own ``DESCRIBE HISTORY`` (our commits carry their applied TSO and whether they are consistent).
+The rules are in ``ingest.asof_rules``. Only SQL and the DataFrame API are used, so this works the same over
+Spark Connect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ingest import progress
+from ingest.apply.delta_commit import METADATA_KEY
+from ingest.apply.schema import quote
+from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
+from ingest.config import IngestConfig
+from ingest.errors import AsOfRefused, ConfigError
+from ingest.model import TableId, tso_from_datetime, tso_to_datetime
+
+# Temporary view names: no dots allowed, so database and table are joined by this.
+VIEW_TEMPLATE = "{database}__{table}"
+
+_TABLE_STATES = T.StructType([T.StructField("tables", T.MapType(T.StringType(), T.StructType(
+    [T.StructField("applied_ts", T.LongType())])))])  # fmt: skip
+_METADATA = T.StructType([T.StructField(METADATA_KEY, T.StructType([
+    T.StructField("consistent", T.BooleanType()), T.StructField("applied_ts", T.LongType())]))])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TableAsOf:
+    """One table as of the point: the Delta version that equals upstream there."""
+
+    table: TableId
+    path: str
+    version: int
+
+    def sql(self) -> str:
+        """A query that reads this version (Spark SQL, Databricks SQL)."""
+        return f"SELECT * FROM delta.{quote(self.path)} VERSION AS OF {self.version}"
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """The answer to "the mirror as of TSO t": the run and G used, and each table's version.
+
+    ``absent`` lists tables the mirror knows today that did not exist (in the mirror) yet at G.
+    """
+
+    requested_ts: int
+    run_id: int
+    g: int
+    tables: tuple[TableAsOf, ...]
+    absent: tuple[TableId, ...] = ()
+
+    @property
+    def g_time(self) -> datetime:
+        return tso_to_datetime(self.g)
+
+    def table(self, table: TableId) -> TableAsOf:
+        for t in self.tables:
+            if t.table == table:
+                return t
+        raise ConfigError(f"tables: {table} is not part of this as-of read (it had no version at G {self.g})")
+
+    def describe(self) -> str:
+        lines = [
+            f"as of TSO {self.requested_ts} ({tso_to_datetime(self.requested_ts).isoformat()}): run "
+            f"{self.run_id}, G = {self.g} ({self.g_time.isoformat()})",
+            f"{'table':<32} {'version':>8}",
+        ]
+        lines += [f"{t.table!s:<32} {t.version:>8}" for t in self.tables]
+        lines += [f"{t!s:<32} {'-':>8}  (not created yet at G)" for t in self.absent]
+        return "\n".join(lines)
+
+
+def parse_moment(tso: str | None, time: str | None) -> int:
+    """The TSO asked for: ``tso`` as a number, or ``time`` as an ISO 8601 instant (UTC unless it says).
+
+    Raises:
+        ConfigError: neither or both are given, or one does not parse.
+    """
+    if (tso is None) == (time is None):
+        raise ConfigError("as-of: give exactly one of --tso N (a TiDB TSO) or --time ISO-8601")
+    if tso is not None:
+        if not tso.strip().isdigit():
+            raise ConfigError(f"tso: {tso!r} is not a TiDB TSO (a non-negative integer)")
+        return int(tso)
+    assert time is not None
+    try:
+        moment = datetime.fromisoformat(time.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"time: {time!r} is not an ISO 8601 time, e.g. 2026-11-20T09:00:35Z") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    # The last TSO of that millisecond: everything committed within it is included.
+    return tso_from_datetime(moment, logical=(1 << 18) - 1)
+
+
+def parse_tables(text: str | None) -> list[TableId] | None:
+    """``db.t,db.u`` as table ids; None for all tables.
+
+    Raises:
+        ConfigError: an entry is not database.table.
+    """
+    if not text or not text.strip():
+        return None
+    tables = []
+    for item in text.split(","):
+        schema, dot, table = item.strip().partition(".")
+        if not dot or not schema or not table:
+            raise ConfigError(f"tables: expected database.table[,database.table...], got {item.strip()!r}")
+        tables.append(TableId(schema, table))
+    return tables
+
+
+def runs(spark: SparkSession, state_path: str, stream_id: str) -> list[RunPoint]:
+    """Every committed run of the stream that is a consistent point (see ``asof_rules.run_point``)."""
+    path = progress.progress_path(state_path)
+    try:
+        df = spark.read.format("delta").load(path)
+    except AnalysisException:
+        return []
+    applied = F.map_values(F.from_json("state", _TABLE_STATES)["tables"])
+    rows = (
+        df.where(F.col("stream_id") == stream_id)
+        .select(
+            "run_id",
+            "committed_at",
+            "global_watermark",
+            F.transform(applied, lambda s: s["applied_ts"]).alias("applied"),
+        )
+        .collect()
+    )
+    points = []
+    for row in rows:
+        point = run_point(int(row["global_watermark"]), [int(a or 0) for a in row["applied"] or []])
+        if point is not None:
+            points.append(RunPoint(int(row["run_id"]), row["committed_at"], point))
+    return points
+
+
+def _run_tables(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> list[TableId]:
+    row = (
+        spark.read.format("delta")
+        .load(progress.progress_path(state_path))
+        .where((F.col("stream_id") == stream_id) & (F.col("run_id") == run_id))
+        .select(F.map_keys(F.from_json("state", _TABLE_STATES)["tables"]).alias("tables"))
+        .first()
+    )
+    names = row["tables"] if row is not None and row["tables"] else []
+    return sorted(TableId(*n.split(".", 1)) for n in names)
+
+
+def commits(spark: SparkSession, path: str) -> list[CommitPoint]:
+    """The table's retained Delta history, each commit with what our ``userMetadata`` says of it."""
+    meta = F.from_json("userMetadata", _METADATA)[METADATA_KEY]
+    rows = (
+        spark.sql(f"DESCRIBE HISTORY delta.{quote(path)}")
+        .select("version", meta["consistent"].alias("consistent"), meta["applied_ts"].alias("applied_ts"))
+        .collect()
+    )
+    return [CommitPoint(int(r["version"]), r["consistent"], int(r["applied_ts"] or 0)) for r in rows]
+
+
+def resolve(
+    spark: SparkSession,
+    target_path: str,
+    tso: int,
+    tables: list[TableId] | None = None,
+    *,
+    state_path: str | None = None,
+    stream_id: str = "default",
+    check_files: bool = True,
+) -> AsOf:
+    """Find the newest run whose G is at or below ``tso`` and, per table, the version equal to upstream at G.
+
+    ``tables`` defaults to every table the mirror knew at that run. ``check_files`` makes sure each chosen
+    version's data files are still there (VACUUM removes those of old versions).
+
+    Raises:
+        AsOfRefused: ``tso`` is before the mirror started or after its newest G, a table asked for did not
+            exist at G, or a version needed is no longer in the history or its files were vacuumed.
+    """
+    config = IngestConfig.from_params(
+        {"input": "-", "target-path": target_path, "state-path": state_path or "", "stream-id": stream_id}
+    )
+    chosen = choose_run(runs(spark, config.state_path, stream_id), tso)
+    known = _run_tables(spark, config.state_path, stream_id, chosen.run_id)
+    wanted = tables if tables is not None else known
+    found: list[TableAsOf] = []
+    absent: list[TableId] = []
+    for table in wanted:
+        path = config.table_path(table.schema, table.table)
+        try:
+            history = commits(spark, path)
+        except AnalysisException as exc:
+            raise AsOfRefused(f"{table}: no Delta table at {path}; check --tables and --target-path") from exc
+        version = choose_version(table, history, chosen.point)
+        if version is None:
+            if tables is not None:
+                raise AsOfRefused(
+                    f"{table}: had no version equal to upstream at TSO {tso} (G = {chosen.point}, "
+                    f"{tso_to_datetime(chosen.point).isoformat()}): it was created in the mirror after that. "
+                    "Ask for a later TSO or leave it out of --tables"
+                )
+            absent.append(table)
+            continue
+        found.append(TableAsOf(table, path, version))
+        if check_files:
+            _check_files(spark, table, path, version, chosen.point)
+    return AsOf(tso, chosen.run_id, chosen.point, tuple(found), tuple(absent))
+
+
+def _check_files(spark: SparkSession, table: TableId, path: str, version: int, g: int) -> None:
+    """Refuse a version whose data files are gone; listing them reads no data."""
+    try:
+        files = spark.read.format("delta").option("versionAsOf", version).load(path).inputFiles()
+        if files:
+            spark.read.format("binaryFile").load(files).schema  # noqa: B018 - resolving checks existence
+    except AnalysisException as exc:
+        raise AsOfRefused(
+            f"{table}: version {version}, which held upstream at G = {g} ({tso_to_datetime(g).isoformat()}), "
+            f"can no longer be read: its data files were removed (VACUUM). Ask for a TSO at or after the "
+            f"table's vacuum horizon, or vacuum with a longer retention. ({str(exc).splitlines()[0]})"
+        ) from exc
+
+
+def read(spark: SparkSession, table: TableAsOf) -> DataFrame:
+    """The table's rows at the version, with our ``_tidb_`` columns."""
+    return spark.read.format("delta").option("versionAsOf", table.version).load(table.path)
+
+
+def dataframes(spark: SparkSession, as_of: AsOf) -> dict[TableId, DataFrame]:
+    """Every table of the as-of read as a DataFrame."""
+    return {t.table: read(spark, t) for t in as_of.tables}
+
+
+def register_views(spark: SparkSession, as_of: AsOf, template: str = VIEW_TEMPLATE) -> dict[TableId, str]:
+    """Register each table as a temporary view (default name ``<database>__<table>``); returns the names."""
+    names = {}
+    for t in as_of.tables:
+        name = template.format(database=t.table.schema, table=t.table.table)
+        read(spark, t).createOrReplaceTempView(name)
+        names[t.table] = name
+    return names
+
+
+def as_of(
+    spark: SparkSession,
+    target_path: str,
+    *,
+    tso: int | None = None,
+    time: datetime | str | None = None,
+    tables: list[TableId] | list[str] | None = None,
+    state_path: str | None = None,
+    stream_id: str = "default",
+) -> tuple[AsOf, dict[TableId, DataFrame]]:
+    """Notebook entry point: the as-of answer and each table's DataFrame, for a TSO or a time.
+
+    ``time`` is a datetime (naive means UTC) or ISO 8601 text; ``tables`` ids or ``"db.t"`` names.
+    """
+    if isinstance(time, datetime):
+        moment = time if time.tzinfo else time.replace(tzinfo=timezone.utc)
+        wanted_ts = tso_from_datetime(moment, logical=(1 << 18) - 1)
+    else:
+        wanted_ts = parse_moment(None if tso is None else str(tso), time)
+    ids = None if tables is None else [t if isinstance(t, TableId) else _one(t) for t in tables]
+    answer = resolve(spark, target_path, wanted_ts, ids, state_path=state_path, stream_id=stream_id)
+    return answer, dataframes(spark, answer)
+
+
+def _one(name: str) -> TableId:
+    parsed = parse_tables(name)
+    assert parsed is not None and len(parsed) == 1
+    return parsed[0]

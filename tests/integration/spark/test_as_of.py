@@ -1,0 +1,110 @@
+"""Reading the mirror as of a TSO or a time: each run's G gives every table exactly upstream at G; times
+between runs resolve to the run at or below; what the mirror cannot answer is refused."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+
+import pytest
+from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
+from mirror import delta_rows, expected_rows, normalize
+
+from ingest import asof
+from ingest.cli import main
+from ingest.errors import AsOfRefused
+from ingest.model import tso_to_datetime
+
+TABLES = (CUSTOMERS_T, ORDERS_T, NOTES_T)
+
+
+def _rows(df, key):
+    return {
+        tuple(normalize(r[k]) for k in key): {
+            k: normalize(v) for k, v in r.asDict().items() if not k.startswith("_tidb_")
+        }
+        for r in df.collect()
+    }
+
+
+def test_each_runs_g_reads_every_table_as_upstream_at_g(spark, mirrored_history):
+    h = mirrored_history
+    keys = {CUSTOMERS_T: ["id"], ORDERS_T: ["order_id"], NOTES_T: ["id"]}
+    for number, g in enumerate(h.gs, start=1):
+        answer, frames = asof.as_of(spark, str(h.lake), tso=g)
+        assert (answer.run_id, answer.g) == (number, g)
+        existing = set(TABLES) if number > 1 else {CUSTOMERS_T, ORDERS_T}  # app.t is created after G1
+        assert set(frames) == existing
+        for table in existing:
+            assert _rows(frames[table], keys[table]) == expected_rows(h.stream, table, g), (g, table)
+    # Run 2 did not touch orders: it is read in the version run 1 committed.
+    first, second = (asof.resolve(spark, str(h.lake), g) for g in h.gs[:2])
+    assert first.table(ORDERS_T).version == second.table(ORDERS_T).version
+    assert first.table(CUSTOMERS_T).version < second.table(CUSTOMERS_T).version
+
+
+def test_a_time_between_runs_resolves_to_the_run_at_or_below(spark, mirrored_history):
+    h = mirrored_history
+    between = tso_to_datetime(h.gs[1]) + timedelta(seconds=5)  # after G2, before G3
+    answer, frames = asof.as_of(spark, str(h.lake), time=between.isoformat(), tables=["shop.customers"])
+    assert (answer.run_id, answer.g, list(frames)) == (2, h.gs[1], [CUSTOMERS_T])
+    assert _rows(frames[CUSTOMERS_T], ["id"]) == expected_rows(h.stream, CUSTOMERS_T, h.gs[1])
+    # A naive time is UTC; the exact millisecond of G includes G itself.
+    answer, _ = asof.as_of(spark, str(h.lake), time=tso_to_datetime(h.gs[0]).replace(tzinfo=None))
+    assert answer.g == h.gs[0]
+    views = asof.register_views(spark, answer)
+    assert spark.table(views[ORDERS_T]).count() == len(expected_rows(h.stream, ORDERS_T, h.gs[0]))
+
+
+def test_cli_prints_g_and_a_query_per_table_that_reads_upstream_at_g(spark, mirrored_history, capsys):
+    h = mirrored_history
+    assert main(["as-of", "--target-path", str(h.lake), "--tso", str(h.gs[1] + 99), "--sql"]) == 0
+    out = capsys.readouterr().out
+    assert f"G = {h.gs[1]} ({tso_to_datetime(h.gs[1]).isoformat()})" in out
+    statements = [line for line in out.splitlines() if line.startswith("SELECT")]
+    assert len(statements) == 3
+    for statement, table in zip(statements, sorted(TABLES), strict=True):
+        assert f"/{table.schema}/{table.table}`" in statement
+        got = _rows(spark.sql(statement), h.stream._tables[table].schema.key)
+        assert got == expected_rows(h.stream, table, h.gs[1])
+
+
+def test_refuses_before_the_first_run_and_after_the_newest_g(spark, mirrored_history, capsys):
+    h = mirrored_history
+    with pytest.raises(AsOfRefused, match=f"before the mirror started.*G = {h.gs[0]}"):
+        asof.resolve(spark, str(h.lake), h.gs[0] - 1)
+    with pytest.raises(AsOfRefused, match=f"after the newest global watermark G = {h.gs[2]}"):
+        asof.resolve(spark, str(h.lake), h.gs[2] + (1 << 18))
+    # app.t was created after G1: asked for by name, it is refused; by default it is simply not there.
+    with pytest.raises(AsOfRefused, match="app.t: had no version equal to upstream"):
+        asof.resolve(spark, str(h.lake), h.gs[0], [NOTES_T])
+    assert main(["as-of", "--target-path", str(h.lake), "--tso", str(h.gs[0] - 1)]) == 2
+    assert f"TSO {h.gs[0] - 1}" in capsys.readouterr().err
+
+
+def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
+    spark, mirrored_history, tmp_path
+):
+    h = mirrored_history
+    lake = tmp_path / "lake"
+    shutil.copytree(h.lake, lake)
+    customers = f"{lake}/shop/customers"
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{customers}` RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    with pytest.raises(AsOfRefused, match="shop.customers: version .* can no longer be read.*VACUUM"):
+        asof.resolve(spark, str(lake), h.gs[0])
+    assert asof.resolve(spark, str(lake), h.gs[2]).g == h.gs[2]  # the newest version is intact
+
+    # The log of orders loses its first commits (as Delta's log cleanup does once a checkpoint covers them).
+    orders = lake / "shop" / "orders"
+    spark.sql(f"ALTER TABLE delta.`{orders}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
+    newest = max(int(p.stem) for p in (orders / "_delta_log").glob("*.json"))
+    assert (orders / "_delta_log" / f"{newest:020d}.checkpoint.parquet").exists()
+    for entry in (orders / "_delta_log").glob("*.json"):
+        if int(entry.stem) < newest:
+            entry.unlink()
+    with pytest.raises(AsOfRefused, match="shop.orders: the version that held upstream .* no longer in"):
+        asof.resolve(spark, str(lake), h.gs[1], [ORDERS_T])
