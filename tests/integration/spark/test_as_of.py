@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
-from mirror import delta_rows, expected_rows, normalize
+from mirror import expected_rows, normalize
 
 from ingest import asof
 from ingest.cli import main
@@ -76,7 +76,7 @@ def test_refuses_before_the_first_run_and_after_the_newest_g(spark, mirrored_his
     with pytest.raises(AsOfRefused, match=f"after the newest global watermark G = {h.gs[2]}"):
         asof.resolve(spark, str(h.lake), h.gs[2] + (1 << 18))
     # app.t was created after G1: asked for by name, it is refused; by default it is simply not there.
-    with pytest.raises(AsOfRefused, match="app.t: had no version equal to upstream"):
+    with pytest.raises(AsOfRefused, match=r"app\.t: had no version equal to upstream"):
         asof.resolve(spark, str(h.lake), h.gs[0], [NOTES_T])
     assert main(["as-of", "--target-path", str(h.lake), "--tso", str(h.gs[0] - 1)]) == 2
     assert f"TSO {h.gs[0] - 1}" in capsys.readouterr().err
@@ -94,7 +94,7 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
         spark.sql(f"VACUUM delta.`{customers}` RETAIN 0 HOURS")
     finally:
         spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
-    with pytest.raises(AsOfRefused, match="shop.customers: version .* can no longer be read.*VACUUM"):
+    with pytest.raises(AsOfRefused, match=r"shop\.customers: version .* can no longer be read.*VACUUM"):
         asof.resolve(spark, str(lake), h.gs[0])
     assert asof.resolve(spark, str(lake), h.gs[2]).g == h.gs[2]  # the newest version is intact
 
@@ -106,5 +106,5 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
     for entry in (orders / "_delta_log").glob("*.json"):
         if int(entry.stem) < newest:
             entry.unlink()
-    with pytest.raises(AsOfRefused, match="shop.orders: the version that held upstream .* no longer in"):
+    with pytest.raises(AsOfRefused, match=r"shop\.orders: the version that held upstream .* no longer in"):
         asof.resolve(spark, str(lake), h.gs[1], [ORDERS_T])
