@@ -120,6 +120,18 @@ def parse_tables(text: str | None) -> list[TableId] | None:
     return tables
 
 
+def _config(target_path: str, state_path: str | None, stream_id: str) -> IngestConfig:
+    # The input is not read; the config only locates the mirror's tables and state as a run does.
+    return IngestConfig.from_params(
+        {"input": "-", "target-path": target_path, "state-path": state_path or "", "stream-id": stream_id}
+    )
+
+
+def state_path_of(target_path: str, state_path: str | None = None) -> str:
+    """Where the mirror at ``target_path`` keeps its progress (``state_path`` if given)."""
+    return _config(target_path, state_path, "default").state_path
+
+
 def runs(spark: SparkSession, state_path: str, stream_id: str) -> list[RunPoint]:
     """Every committed run of the stream that is a consistent point (see ``asof_rules.run_point``)."""
     path = progress.progress_path(state_path)
@@ -188,9 +200,7 @@ def resolve(
         AsOfRefused: ``tso`` is before the mirror started or after its newest G, a table asked for did not
             exist at G, or a version needed is no longer in the history or its files were vacuumed.
     """
-    config = IngestConfig.from_params(
-        {"input": "-", "target-path": target_path, "state-path": state_path or "", "stream-id": stream_id}
-    )
+    config = _config(target_path, state_path, stream_id)
     chosen = choose_run(runs(spark, config.state_path, stream_id), tso)
     known = _run_tables(spark, config.state_path, stream_id, chosen.run_id)
     wanted = tables if tables is not None else known

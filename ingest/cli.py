@@ -75,6 +75,34 @@ def _parser() -> argparse.ArgumentParser:
         help="print a SELECT ... VERSION AS OF query per table instead of a table",
     )
 
+    verify = commands.add_parser(
+        "verify",
+        help="compare the mirror, read as of a TSO, with a Dumpling export at that TSO or with another "
+        "mirror; exit code 0 when every table matches, 1 when one does not",
+    )
+    _add_mirror_flags(verify)
+    against = verify.add_mutually_exclusive_group(required=True)
+    against.add_argument("--snapshot", default=None, help="a Dumpling export; its metadata names the TSO")
+    against.add_argument("--other-target-path", default=None, help="another mirror of the same upstream")
+    verify.add_argument("--other-state-path", default=None, help="its state (default: <other>/_ingest)")
+    verify.add_argument("--other-stream-id", default="default", help="its stream")
+    verify.add_argument(
+        "--tso", default=None, help="with --other-target-path: the TSO (default: the lower of the newest Gs)"
+    )
+    verify.add_argument("--tables", default=None, help="database.table[,...] (default: all)")
+    verify.add_argument(
+        "--max-keys", type=int, default=100, help="differing keys listed per table (default 100)"
+    )
+    verify.add_argument(
+        "--chunk-rows", type=int, default=200_000, help="rows per checksum chunk (default 200000)"
+    )
+    verify.add_argument("--timezone", default="UTC", help="Dumpling's session time zone (default: UTC)")
+    verify.add_argument("--csv-separator", default=None, help="as for load")
+    verify.add_argument("--csv-delimiter", default=None, help="as for load")
+    verify.add_argument("--csv-null-value", default=None, help="as for load")
+    verify.add_argument("--csv-line-terminator", default=None, help="as for load")
+    verify.add_argument("--no-header", action="store_const", const="true", default=None, help="as for load")
+
     load = commands.add_parser(
         "load",
         help="initial load from a TiDB Dumpling export; the stream then continues from its snapshot TSO",
@@ -174,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args.target_path, args.state_path, args.stream_id)
         if args.command == "as-of":
             return _as_of(args)
+        if args.command == "verify":
+            return _verify(args)
         if args.command == "load":
             return _load(vars(args))
         config = IngestConfig.from_params({**_params(args), **kafka_options})
@@ -298,6 +328,44 @@ def _as_of(args: argparse.Namespace) -> int:
     else:
         print(answer.describe())
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ingest import asof, verify
+    from ingest.config import LoadConfig
+    from ingest.spark import get_session
+
+    limits = verify.Limits(max_keys=args.max_keys, chunk_rows=args.chunk_rows)
+    tables = asof.parse_tables(args.tables)
+    spark = get_session()
+    if args.snapshot is not None:
+        if args.tso is not None:
+            raise ConfigError(
+                "tso: with --snapshot the TSO is the export's own (its metadata); leave --tso out"
+            )
+        flags = {
+            "input": args.snapshot, "target-path": args.target_path, "state-path": args.state_path,
+            "stream-id": args.stream_id, "timezone": args.timezone, "csv-separator": args.csv_separator,
+            "csv-delimiter": args.csv_delimiter, "csv-null-value": args.csv_null_value,
+            "csv-line-terminator": args.csv_line_terminator, "no-header": args.no_header,
+        }  # fmt: skip
+        config = LoadConfig.from_params({k: v for k, v in flags.items() if v is not None})
+        report = verify.verify_snapshot(spark, config, tables, limits)
+    else:
+        report = verify.verify_mirrors(
+            spark,
+            args.target_path,
+            args.other_target_path,
+            tso=None if args.tso is None else asof.parse_moment(args.tso, None),
+            tables=tables,
+            state_path=args.state_path,
+            other_state_path=args.other_state_path,
+            stream_id=args.stream_id,
+            other_stream_id=args.other_stream_id,
+            limits=limits,
+        )
+    print(report.render())
+    return 0 if report.matches else 1
 
 
 def _demo(target: Path, input_dir: str | None) -> int:

@@ -1,0 +1,309 @@
+"""Prove a mirror equals upstream: compare it, read as of a TSO, with a Dumpling export taken at that TSO,
+or with another mirror of the same upstream. I/O.
+
+Work stays on the executors: each side is one aggregation into per-chunk checksums (``verify_rules``), and
+only the rows of chunks that differ are joined by key, so the driver receives chunk checksums and at most
+``max_keys`` differing rows, whatever the size of the table. The export is read exactly as the initial load
+reads it (decoded on executors, typed by the stream's own conversion) with the mirror's column types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ingest import asof
+from ingest.apply.delta_commit import PROPERTY_KEY_COLUMNS
+from ingest.apply.merge import BAD_COLUMN, normalize
+from ingest.apply.schema import quote
+from ingest.config import LoadConfig
+from ingest.decode import dumpling as dd
+from ingest.errors import AsOfRefused
+from ingest.initial_load import _as_changes
+from ingest.model import TableId, tso_to_datetime
+from ingest.source import dumpling as source
+from ingest.verify_rules import (
+    CHUNK_ROWS,
+    MAX_KEYS,
+    Checksum,
+    RowDiff,
+    TableVerdict,
+    VerifyReport,
+    chunk_count,
+    differing_chunks,
+    total,
+)
+
+MIRROR = "mirror"
+SNAPSHOT = "snapshot"
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How finely to chunk, and how many differing keys to list per table."""
+
+    max_keys: int = MAX_KEYS
+    chunk_rows: int = CHUNK_ROWS
+
+
+def canonical(df: DataFrame, columns: list[str], key: list[str], chunks: int) -> DataFrame:
+    """Per row: its key and whole row as JSON text (columns by name, nulls written), the row's 64-bit hash,
+    and its chunk (a hash of the key, so the same key is in the same chunk on both sides)."""
+    row = F.to_json(F.struct(*[F.col(quote(c)) for c in sorted(columns)]), {"ignoreNullFields": "false"})
+    key_text = F.to_json(F.struct(*[F.col(quote(k)) for k in key]), {"ignoreNullFields": "false"})
+    return df.select(key_text.alias("k"), row.alias("r")).select(
+        "k",
+        "r",
+        F.xxhash64("r").alias("h"),
+        F.pmod(F.xxhash64(F.lit("chunk"), "k"), F.lit(chunks)).alias("chunk"),
+    )
+
+
+def _checksums(rows: DataFrame) -> dict[int, Checksum]:
+    # Sums of 64-bit hashes overflow a long after two rows; DECIMAL(38) holds a billion of them.
+    sums = rows.groupBy("chunk").agg(
+        F.count("*").alias("n"),
+        F.sum(F.col("h").cast(T.DecimalType(38, 0))).alias("s"),
+        F.bit_xor("h").alias("x"),
+    )
+    return {int(r["chunk"]): Checksum(int(r["n"]), int(r["s"]), int(r["x"])) for r in sums.collect()}
+
+
+def compare(
+    name: str,
+    left: DataFrame,
+    right: DataFrame,
+    columns: list[str],
+    key: list[str],
+    *,
+    rows_hint: int,
+    limits: Limits = Limits(),
+    notes: tuple[str, ...] = (),
+) -> TableVerdict:
+    """Compare two frames over ``columns`` (typed alike), matching rows by ``key``."""
+    chunks = chunk_count(rows_hint, limits.chunk_rows)
+    lc, rc = canonical(left, columns, key, chunks), canonical(right, columns, key, chunks)
+    lsums, rsums = _checksums(lc), _checksums(rc)
+    differ = differing_chunks(lsums, rsums)
+    if not differ:
+        return TableVerdict(name, total(lsums), total(rsums), chunks, notes=notes)
+    ids = F.lit(differ)
+
+    def side(c: DataFrame, prefix: str) -> DataFrame:
+        return c.where(F.array_contains(ids, F.col("chunk"))).select(
+            "k", F.col("r").alias(f"{prefix}r"), F.col("h").alias(f"{prefix}h")
+        )
+
+    joined = side(lc, "l").join(side(rc, "r"), "k", "full_outer").where(~F.col("lr").eqNullSafe(F.col("rr")))
+    count = joined.count()
+    diffs = tuple(
+        RowDiff(str(r["k"]), r["lr"], r["rr"])
+        for r in joined.orderBy("k").limit(limits.max_keys).select("k", "lr", "rr").collect()
+    )
+    return TableVerdict(name, total(lsums), total(rsums), chunks, len(differ), count, diffs, notes)
+
+
+def _upstream_columns(df: DataFrame) -> T.StructType:
+    return T.StructType([f for f in df.schema.fields if not f.name.startswith("_tidb_")])
+
+
+def _mirror_key(spark: SparkSession, path: str) -> list[str]:
+    row = spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").select("properties").first()
+    properties = row["properties"] if row is not None else {}
+    value = orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]"))
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _rows_hint(df: DataFrame) -> int:
+    """Delta answers a plain count from its log, without reading data files."""
+    return int(df.count())
+
+
+def _missing(name: str, what: str) -> TableVerdict:
+    return TableVerdict(name, Checksum(), Checksum(), 0, notes=(what,))
+
+
+def verify_snapshot(
+    spark: SparkSession, config: LoadConfig, tables: list[TableId] | None = None, limits: Limits = Limits()
+) -> VerifyReport:
+    """Compare the mirror at ``config.target_path``, read as of the export's snapshot TSO, with the Dumpling
+    export at ``config.input_path`` (CSV options and time zone as for ``load``). Every table of the export
+    is compared, or those in ``tables``.
+
+    Raises:
+        AsOfRefused: the mirror cannot be read as of the snapshot TSO (see ``asof.resolve``).
+        ConfigError: the input is not a readable Dumpling export.
+    """
+    export = source.read_export(spark, config.input_path)
+    s = export.snapshot_ts
+    answer = asof.resolve(
+        spark, config.target_path, s, state_path=config.state_path, stream_id=config.stream_id
+    )
+    notes = [
+        f"snapshot TSO {s} ({tso_to_datetime(s).isoformat()}); mirror read as of run {answer.run_id}, "
+        f"G = {answer.g} ({answer.g_time.isoformat()})"
+    ]
+    if answer.g != s:
+        notes.append(
+            "G is below the snapshot TSO: rows upstream changed after G and up to the snapshot show as "
+            "differences. Export at a TSO the mirror reached (status shows G), or verify after the next run"
+        )
+    dialect = dd.CsvDialect(
+        separator=config.csv_separator.encode(),
+        delimiter=config.csv_delimiter.encode(),
+        null_value=config.csv_null_value.encode(),
+        header=config.csv_header,
+    )
+    wanted = set(tables) if tables is not None else None
+    verdicts = []
+    for table in export.tables:
+        if wanted is not None and table.table not in wanted:
+            continue
+        name = str(table.table)
+        mirrored = next((t for t in answer.tables if t.table == table.table), None)
+        if mirrored is None:
+            verdicts.append(_missing(name, f"not in the mirror as of G = {answer.g}"))
+            continue
+        verdicts.append(_verify_export_table(spark, config, table, mirrored, s, dialect, limits))
+    if wanted is not None:
+        for missing in sorted(wanted - {t.table for t in export.tables}):
+            verdicts.append(_missing(str(missing), "not in the export"))
+    return VerifyReport(MIRROR, SNAPSHOT, s, tuple(verdicts), tuple(notes))
+
+
+def _verify_export_table(
+    spark: SparkSession,
+    config: LoadConfig,
+    table: source.ExportTable,
+    mirrored: asof.TableAsOf,
+    snapshot_ts: int,
+    dialect: dd.CsvDialect,
+    limits: Limits,
+) -> TableVerdict:
+    mirror = asof.read(spark, mirrored)
+    schema = _upstream_columns(mirror)
+    exported = [c.name for c in table.create.schema.columns]
+    common = [f for f in schema.fields if f.name in exported]
+    names = [f.name for f in common]
+    notes: list[str] = []
+    only_mirror = [f.name for f in schema.fields if f.name not in exported]
+    only_export = [c for c in exported if c not in schema.fieldNames()]
+    if only_mirror:
+        notes.append(f"columns only in the mirror: {', '.join(only_mirror)}")
+    if only_export:
+        notes.append(f"columns only in the export: {', '.join(only_export)}")
+    key = [k for k in table.create.schema.key if k in names] or names
+    if table.data_format is None:
+        snapshot = spark.createDataFrame([], T.StructType(common))
+    else:
+        decoded = source.read_rows(spark, table, dialect, config.csv_line_terminator)
+        typed = normalize(
+            _as_changes(decoded.where(F.col("error").isNull()), exported, snapshot_ts),
+            T.StructType(common),
+            tuple(key),
+            config.timezone,
+        )
+        problems = typed.agg(
+            F.count_if(F.col(BAD_COLUMN) != "").alias("bad"),
+            F.first(F.when(F.col(BAD_COLUMN) != "", F.col(BAD_COLUMN)), ignorenulls=True).alias("why"),
+        ).first()
+        unreadable = decoded.where(F.col("error").isNotNull()).count()
+        if unreadable:
+            notes.append(f"{unreadable} lines of the export could not be read")
+        if problems is not None and problems["bad"]:
+            notes.append(f"{problems['bad']} rows of the export do not convert (first: {problems['why']})")
+        snapshot = typed.where(F.col(BAD_COLUMN) == "").select(*[F.col(quote(n)) for n in names])
+    return compare(
+        str(table.table),
+        mirror.select(*[F.col(quote(n)) for n in names]),
+        snapshot,
+        names,
+        key,
+        rows_hint=_rows_hint(mirror),
+        limits=limits,
+        notes=tuple(notes),
+    )
+
+
+def verify_mirrors(
+    spark: SparkSession,
+    target_path: str,
+    other_target_path: str,
+    *,
+    tso: int | None = None,
+    tables: list[TableId] | None = None,
+    state_path: str | None = None,
+    other_state_path: str | None = None,
+    stream_id: str = "default",
+    other_stream_id: str = "default",
+    limits: Limits = Limits(),
+) -> VerifyReport:
+    """Compare two mirrors of the same upstream, each read as of ``tso`` (default: the newer TSO both have
+    reached, the lower of their newest G). Tables found in one mirror only are reported as mismatches.
+
+    Raises:
+        AsOfRefused: one of the mirrors cannot be read as of the TSO.
+    """
+    if tso is None:
+        newest = []
+        for path, state, stream in (
+            (target_path, state_path, stream_id),
+            (other_target_path, other_state_path, other_stream_id),
+        ):
+            points = asof.runs(spark, asof.state_path_of(path, state), stream)
+            if not points:
+                raise AsOfRefused(f"{path}: the mirror has no committed run to compare; run it first")
+            newest.append(max(p.point for p in points))
+        tso = min(newest)
+    left = asof.resolve(spark, target_path, tso, tables, state_path=state_path, stream_id=stream_id)
+    right = asof.resolve(
+        spark, other_target_path, tso, tables, state_path=other_state_path, stream_id=other_stream_id
+    )
+    notes = [
+        f"as of TSO {tso} ({tso_to_datetime(tso).isoformat()}): {MIRROR} at G = {left.g} "
+        f"(run {left.run_id}), {OTHER} at G = {right.g} (run {right.run_id})"
+    ]
+    if left.g != right.g:
+        notes.append("the two mirrors stand at different G: changes between them show as differences")
+    by_right = {t.table: t for t in right.tables}
+    verdicts = []
+    for mine in left.tables:
+        theirs = by_right.pop(mine.table, None)
+        if theirs is None:
+            verdicts.append(_missing(str(mine.table), f"not in {OTHER} ({other_target_path})"))
+            continue
+        a, b = asof.read(spark, mine), asof.read(spark, theirs)
+        sa, sb = _upstream_columns(a), _upstream_columns(b)
+        names = [n for n in sa.fieldNames() if n in sb.fieldNames()]
+        notes_t = []
+        if set(sa.fieldNames()) != set(sb.fieldNames()):
+            notes_t.append(
+                f"columns differ: only in {MIRROR}: {sorted(set(sa.fieldNames()) - set(names))}, only in "
+                f"{OTHER}: {sorted(set(sb.fieldNames()) - set(names))}"
+            )
+        if [sa[n].dataType for n in names] != [sb[n].dataType for n in names]:
+            notes_t.append("column types differ; values are compared as rendered text")
+        key = [k for k in _mirror_key(spark, mine.path) if k in names] or names
+        verdicts.append(
+            compare(
+                str(mine.table),
+                a.select(*[_c(n) for n in names]),
+                b.select(*[_c(n) for n in names]),
+                names,
+                key,
+                rows_hint=_rows_hint(a),
+                limits=limits,
+                notes=tuple(notes_t),
+            )
+        )
+    verdicts += [_missing(str(t), f"not in {MIRROR} ({target_path})") for t in sorted(by_right)]
+    return VerifyReport(MIRROR, OTHER, tso, tuple(verdicts), tuple(notes))
+
+
+def _c(name: str) -> Column:
+    return F.col(quote(name))
