@@ -56,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
         "--state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
     )
     status.add_argument("--stream-id", default="default", help="whose progress to show")
+    status.add_argument(
+        "--lag-chart",
+        default=None,
+        metavar="FILE.png",
+        help="also draw lag over time (G and every table, one point per committed run) into a PNG",
+    )
 
     as_of = commands.add_parser(
         "as-of",
@@ -199,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return _demo(Path(args.target_path), args.input)
         if args.command == "status":
-            return _status(args.target_path, args.state_path, args.stream_id)
+            return _status(args.target_path, args.state_path, args.stream_id, args.lag_chart)
         if args.command == "as-of":
             return _as_of(args)
         if args.command == "verify":
@@ -295,7 +301,7 @@ def _resync(config: IngestConfig, table_name: str) -> int:
     return 0
 
 
-def _status(target_path: str, state_path: str | None, stream_id: str) -> int:
+def _status(target_path: str, state_path: str | None, stream_id: str, lag_chart: str | None = None) -> int:
     from ingest import status
     from ingest.spark import get_session
 
@@ -307,8 +313,12 @@ def _status(target_path: str, state_path: str | None, stream_id: str) -> int:
         "state-path": state_path or "",
     }
     config = IngestConfig.from_params(params)
-    committed, tables = status.collect(get_session(), config)
+    spark = get_session()
+    committed, tables = status.collect(spark, config)
     print(status.render(committed, tables))
+    if lag_chart:
+        lines = status.plot_lag_chart(status.lag_history(spark, config), lag_chart)
+        print(f"lag chart: {lines} lines (G and tables) drawn into {lag_chart}")
     return 0
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import orjson
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest import ddl_history, progress, quarantine
@@ -161,3 +161,50 @@ def render_lag_chart(points: list[LagPoint], table: str = "G", width: int = 50) 
         bar = "#" * max(0, round(p.lag_seconds / top * width))
         lines.append(f"run {p.run_id:>5} {p.committed_at:%Y-%m-%d %H:%M:%S} {p.lag_seconds:>12.1f} |{bar}")
     return "\n".join(lines)
+
+
+def lag_frame(spark: SparkSession, points: list[LagPoint]) -> DataFrame:
+    """Lag over time as a DataFrame (committed_at, run_id, table, applied_ts, lag_seconds): what a Databricks
+    notebook hands to ``display(...)`` to chart it."""
+    schema = "committed_at timestamp, run_id long, table string, applied_ts long, lag_seconds double"
+    rows = [(p.committed_at, p.run_id, p.table, p.applied_ts, p.lag_seconds) for p in points]
+    return spark.createDataFrame(rows, schema)
+
+
+def plot_lag_chart(points: list[LagPoint], path: str, tables: list[str] | None = None) -> int:
+    """Draw lag (seconds) against commit time, one line per table and a bold one for G, into a PNG at
+    ``path``; returns the number of lines drawn. ``tables`` limits the tables (G is always drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed: jobs and CI run headless
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list[LagPoint]] = {}
+    for p in points:
+        if p.table == "G" or tables is None or p.table in tables:
+            series.setdefault(p.table, []).append(p)
+    figure, axes = plt.subplots(figsize=(10, 4.5))
+    for name, mine in sorted(series.items(), key=lambda kv: (kv[0] != "G", kv[0])):
+        axes.plot(
+            [p.committed_at for p in mine],  # type: ignore[arg-type]  # matplotlib plots datetimes as dates
+            [p.lag_seconds for p in mine],
+            marker="o",
+            linewidth=2.5 if name == "G" else 1.2,
+            color="black" if name == "G" else None,
+            label="G (global watermark)" if name == "G" else name,
+        )
+    axes.set_title("Mirror lag at each committed run")
+    axes.set_xlabel("run committed at (UTC)")
+    axes.set_ylabel("lag behind upstream (seconds)")
+    axes.grid(True, alpha=0.3)
+    if series:
+        axes.legend(loc="upper left", fontsize="small")
+    else:
+        axes.text(
+            0.5, 0.5, "no committed run has applied anything yet", ha="center", transform=axes.transAxes
+        )
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return len(series)

@@ -3,7 +3,7 @@
 # MAGIC # Per-table state
 # MAGIC For each mirrored table: applied TSO and its wall-clock time, lag, rows, pending rows, quarantined
 # MAGIC records and the last DDL; then the DDL history, the quarantine, and the lag over time from the
-# MAGIC progress table (a text chart: it reads the same in a notebook, a terminal or a job log).
+# MAGIC progress table (a text chart for job logs, and the lag DataFrame for display() to chart).
 
 # COMMAND ----------
 
@@ -76,6 +76,13 @@ else:
 # COMMAND ----------
 
 points = status.lag_history(spark, config)
+# The text chart reads the same in a job log; on Databricks, display() draws the DataFrame as a line chart
+# (pick committed_at as the key, lag_seconds as the value, table as the series).
 print(status.render_lag_chart(points, "G"))
 if table:
     print(status.render_lag_chart(points, table))
+lag = status.lag_frame(spark, [p for p in points if not table or p.table in ("G", table)])
+if "display" in globals():
+    display(lag.orderBy("committed_at"))  # a Databricks notebook builtin
+else:
+    lag.orderBy("committed_at", "table").show(50, truncate=False)

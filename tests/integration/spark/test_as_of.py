@@ -108,3 +108,18 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
             entry.unlink()
     with pytest.raises(AsOfRefused, match=r"shop\.orders: the version that held upstream .* no longer in"):
         asof.resolve(spark, str(lake), h.gs[1], [ORDERS_T])
+
+
+def test_status_draws_lag_over_time_into_a_png(spark, mirrored_history, tmp_path, capsys):
+    from ingest import status
+    from ingest.config import IngestConfig
+
+    h = mirrored_history
+    chart = tmp_path / "lag.png"
+    assert main(["status", "--target-path", str(h.lake), "--lag-chart", str(chart)]) == 0
+    assert f"lag chart: 4 lines (G and tables) drawn into {chart}" in capsys.readouterr().out
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    config = IngestConfig.from_params({"input": "-", "target-path": str(h.lake)})
+    lag = status.lag_frame(spark, status.lag_history(spark, config))
+    g = {r["run_id"]: r["applied_ts"] for r in lag.where("table = 'G'").collect()}
+    assert g == {1: h.gs[0], 2: h.gs[1], 3: h.gs[2]}
