@@ -82,7 +82,7 @@ print(status.render_lag_chart(points, "G"))
 if table:
     print(status.render_lag_chart(points, table))
 lag = status.lag_frame(spark, [p for p in points if not table or p.table in ("G", table)])
-if "display" in globals():
-    display(lag.orderBy("committed_at"))  # a Databricks notebook builtin
+if globals().get("dbutils") is not None:  # on Databricks, where display() charts a DataFrame
+    display(lag.orderBy("committed_at"))
 else:
     lag.orderBy("committed_at", "table").show(50, truncate=False)
