@@ -191,6 +191,7 @@ def plot_lag_chart(points: list[LagPoint], path: str, tables: list[str] | None =
             marker="o",
             linewidth=2.5 if name == "G" else 1.2,
             color="black" if name == "G" else None,
+            zorder=3 if name == "G" else 2,  # G on top: tables at G would otherwise hide it
             label="G (global watermark)" if name == "G" else name,
         )
     axes.set_title("Mirror lag at each committed run")
