@@ -238,7 +238,7 @@ def _load_rows(
         info = apply_schema.table_info(spark, path)
         columns = info.schema.fieldNames()
         changes = normalize(
-            _as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
+            as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
             info.schema,
             info.key,
             config.timezone,
@@ -300,7 +300,7 @@ def _message_columns() -> list[Column]:
     ]
 
 
-def _as_changes(decoded: DataFrame, columns: list[str], snapshot_ts: int) -> DataFrame:
+def as_changes(decoded: DataFrame, columns: list[str], snapshot_ts: int) -> DataFrame:
     """Decoded rows in the shape of the stream's decoded DML: INSERTs at the snapshot TSO."""
     data = F.map_from_arrays(F.array(*[F.lit(c) for c in columns]), F.col("values"))
     return decoded.select(

@@ -23,7 +23,7 @@ from ingest.apply.schema import quote
 from ingest.config import LoadConfig
 from ingest.decode import dumpling as dd
 from ingest.errors import AsOfRefused
-from ingest.initial_load import _as_changes
+from ingest.initial_load import as_changes
 from ingest.model import TableId, tso_to_datetime
 from ingest.source import dumpling as source
 from ingest.verify_rules import (
@@ -203,7 +203,7 @@ def _verify_export_table(
     else:
         decoded = source.read_rows(spark, table, dialect, config.csv_line_terminator)
         typed = normalize(
-            _as_changes(decoded.where(F.col("error").isNull()), exported, snapshot_ts),
+            as_changes(decoded.where(F.col("error").isNull()), exported, snapshot_ts),
             T.StructType(common),
             tuple(key),
             config.timezone,

@@ -11,7 +11,7 @@ from pathlib import Path
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.sample import ADD_POINTS, CUSTOMERS, ORDERS, SIMPLE_FOR_TESTS, Stream
+from testkit.sample import ADD_POINTS, CUSTOMERS, ORDERS, SIMPLE_FOR_TESTS, Stream
 
 CUSTOMERS_T = TableId("shop", "customers")
 ORDERS_T = TableId("shop", "orders")

@@ -23,7 +23,8 @@ PACKAGE = ROOT / "ingest"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("ingest.model", "ingest.errors")),
     ("decode", ("ingest.parameters", "ingest.decode")),
-    ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config")),
+    ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules",
+                             "ingest.verify_rules")),
     (
         "I/O: apply, state, sources",
         ("ingest.apply", "ingest.state", "ingest.source", "ingest.registry", "ingest.spark",
@@ -37,8 +38,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
 ]  # fmt: skip
-PURE = ["ingest.model", "ingest.errors", "ingest.parameters", "ingest.decode", "ingest.order", "ingest.plan",
-        "ingest.config", "ingest.asof_rules", "ingest.verify_rules", "testkit.sample", "testkit.workload", "testkit.ddl_spelling"]  # fmt: skip
+PURE = [
+    "ingest.model", "ingest.errors", "ingest.parameters", "ingest.decode", "ingest.order", "ingest.plan",
+    "ingest.config", "ingest.asof_rules", "ingest.verify_rules",
+    "testkit.sample", "testkit.workload", "testkit.ddl_spelling",
+]  # fmt: skip
 FORBIDDEN = ("pyspark", "delta", "py4j")
 
 
