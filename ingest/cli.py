@@ -132,7 +132,6 @@ def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> Non
     command.add_argument(f"--{prefix}stream-id", default="default", help="whose progress to read")
 
 
-
 def _add_edge_flags(run: argparse.ArgumentParser) -> None:
     """Flags of the command line itself, not of the mirror: they never reach IngestConfig."""
     run.add_argument(
