@@ -34,7 +34,6 @@ from pyspark.sql import functions as F
 import ingest.pipeline.segments
 from ingest.apply import convert
 from ingest.apply import schema as apply_schema
-from ingest.apply.delta_commit import COMMIT_TS_COLUMN, state_to_metadata
 from ingest.config import IngestConfig
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
@@ -55,6 +54,7 @@ from ingest.spark_decode import (
     decode_ticdc_avro,
     prepare_payload,
 )
+from ingest.state.table_state import COMMIT_TS_COLUMN, state_to_metadata
 from testkit.workload import (
     DATETIME_BASE_MICROS,
     SIMPLE_AVRO,

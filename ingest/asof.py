@@ -16,13 +16,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import progress
-from ingest.apply.delta_commit import METADATA_KEY
 from ingest.apply.schema import quote
 from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
 from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ConfigError
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
+from ingest.state import progress
+from ingest.state.table_state import METADATA_KEY
 
 # Temporary view names: no dots allowed, so database and table are joined by this.
 VIEW_TEMPLATE = "{database}__{table}"

@@ -20,9 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import progress, quarantine
 from ingest.apply import schema as apply_schema
-from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing, state_to_metadata
 from ingest.apply.merge import BAD_COLUMN, normalize
 from ingest.config import LoadConfig
 from ingest.decode import canal_json as cj
@@ -31,6 +29,8 @@ from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.plan import partitions
 from ingest.source import dumpling as source
+from ingest.state import progress, quarantine, table_state
+from ingest.state.table_state import COMMIT_TS_COLUMN, committing, state_to_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _check_target(
     """A load replaces tables wholesale; never over a mirror by accident, never behind what it applied."""
     stream = config.stream
     existing = {
-        t.table: progress.read_table_state(spark, stream.table_path(t.table.schema, t.table.table))
+        t.table: table_state.read_table_state(spark, stream.table_path(t.table.schema, t.table.table))
         for t in export.tables
     }
     present = sorted(str(t) for t, state in existing.items() if state is not None)

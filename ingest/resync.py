@@ -22,14 +22,14 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import progress
 from ingest.apply import schema as apply_schema
-from ingest.apply.delta_commit import state_to_metadata
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
 from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.pipeline import process_batch
 from ingest.source import files
+from ingest.state import progress, table_state
+from ingest.state.table_state import state_to_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +80,9 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
     messages = files.read_messages(spark, config.input_path, {}, config.input_format)
     process_batch(spark, only_table(messages, table), staged_config, progress.Progress())
     staged_path = staged_config.table_path(table.schema, table.table)
-    staged = progress.read_table_state(spark, staged_path)
+    staged = table_state.read_table_state(spark, staged_path)
     path = config.table_path(table.schema, table.table)
-    current = progress.read_table_state(spark, path) or TableState()
+    current = table_state.read_table_state(spark, path) or TableState()
     if staged is None:
         raise ConfigError(f"resync {table}: the input at {config.input_path} holds no change of this table")
     if staged.applied_ts < current.applied_ts:

@@ -10,9 +10,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import ddl_history, progress, quarantine
 from ingest.config import IngestConfig
 from ingest.model import TableId, tso_to_datetime
+from ingest.state import ddl_history, progress, quarantine, table_state
 
 LAST_DDL_WIDTH = 60
 
@@ -50,7 +50,7 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
     tables = []
     for table in sorted(set(committed.tables) | set(committed.pending_rows)):
         path = config.table_path(table.schema, table.table)
-        state = progress.read_table_state(spark, path)
+        state = table_state.read_table_state(spark, path)
         rows = spark.read.format("delta").load(path).count() if state is not None else 0
         state = state or committed.tables.get(table)
         tables.append(

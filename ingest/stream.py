@@ -22,12 +22,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from ingest import progress
 from ingest.config import IngestConfig, Trigger
 from ingest.errors import ConfigError, IngestError
 from ingest.pipeline import BatchResult, process_batch
 from ingest.source import at_or_after
 from ingest.source import kafka as kafka_source
+from ingest.state import progress
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import asof
-from ingest.apply.delta_commit import PROPERTY_KEY_COLUMNS
 from ingest.apply.merge import BAD_COLUMN, normalize
 from ingest.apply.schema import quote
 from ingest.config import LoadConfig
@@ -26,6 +25,7 @@ from ingest.errors import AsOfRefused
 from ingest.initial_load import as_changes
 from ingest.model import TableId, tso_to_datetime
 from ingest.source import dumpling as source
+from ingest.state.table_state import PROPERTY_KEY_COLUMNS
 from ingest.verify_rules import (
     CHUNK_ROWS,
     MAX_KEYS,

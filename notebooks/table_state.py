@@ -40,7 +40,7 @@ print(status.render(committed, tables))
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from ingest import ddl_history
+from ingest.state import ddl_history
 
 history_path = ddl_history.history_path(config.state_path)
 if DeltaTable.isDeltaTable(spark, history_path):
@@ -60,7 +60,7 @@ else:
 
 # COMMAND ----------
 
-from ingest import quarantine
+from ingest.state import quarantine
 
 rejected = quarantine.read(spark, config.state_path)
 if rejected is None:

@@ -34,10 +34,10 @@ from tenacity import (
 )
 
 from ingest.apply import convert
-from ingest.apply.delta_commit import COMMIT_TS_COLUMN, committing
 from ingest.decode import canal_json as cj
 from ingest.model import MESSAGE_COLUMNS
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
+from ingest.state.table_state import COMMIT_TS_COLUMN, committing
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert
-from ingest.apply.delta_commit import (
+from ingest.model import TableId, TableSchema
+from ingest.plan import partitions
+from ingest.plan import schema as plan
+from ingest.plan.partitions import Partitioning, PartitionRows
+from ingest.state.table_state import (
     COMMIT_TS_COLUMN,
     NOT_RETIRED,
     PROPERTY_APPLIED_TS,
@@ -30,10 +34,6 @@ from ingest.apply.delta_commit import (
     PROPERTY_SOURCE_TABLE,
     committing,
 )
-from ingest.model import TableId, TableSchema
-from ingest.plan import partitions
-from ingest.plan import schema as plan
-from ingest.plan.partitions import Partitioning, PartitionRows
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest import progress
 from ingest.config import IngestConfig, Protocol
 from ingest.pipeline import offset_order, watermarked
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.source import files
+from ingest.state import progress
 
 __all__ = ["BatchResult", "TableReport", "lag_seconds", "process_batch", "run_files"]
 

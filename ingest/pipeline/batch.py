@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import progress, quarantine
 from ingest.config import IngestConfig, Protocol
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import PartitionId, Position
 from ingest.source import POSITION
 from ingest.spark_decode import KIND_BAD, KIND_DML, KIND_FATAL
+from ingest.state import progress, quarantine
 
 logger = logging.getLogger(__name__)
 

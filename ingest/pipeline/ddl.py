@@ -6,14 +6,14 @@ import logging
 
 from pyspark.sql import SparkSession
 
-from ingest import ddl_history
 from ingest.apply import schema as apply_schema
-from ingest.apply.delta_commit import state_to_metadata
 from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
 from ingest.errors import SchemaChangeRejected
 from ingest.model import DdlEvent, TableId, TableState, tso_to_datetime
 from ingest.pipeline.schema_change import apply_change
 from ingest.plan import schema as plan_schema
+from ingest.state import ddl_history
+from ingest.state.table_state import state_to_metadata
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import ddl_history, progress, quarantine
 from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText, column_type_of
-from ingest.apply.delta_commit import state_to_metadata
 from ingest.apply.merge import (
     apply_merge,
     converge_effect,
@@ -46,6 +44,8 @@ from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
 from ingest.registry import SchemaRegistry
 from ingest.spark_decode import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
+from ingest.state import ddl_history, progress, quarantine, table_state
+from ingest.state.table_state import state_to_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ def _apply_table(
     past them, without quarantining them again.
     """
     path = config.table_path(table.schema, table.table)
-    state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
     report = TableReport(table, applied_ts=state.applied_ts)
     exists = apply_schema.table_exists(spark, path)
     latest = plan_avro.newest(read.uses) if read.uses else None

@@ -9,10 +9,9 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import order, quarantine, schema_cache
+from ingest import order
 from ingest.apply import schema as apply_schema
 from ingest.apply.convert import BinaryText
-from ingest.apply.delta_commit import state_to_metadata, txn_version
 from ingest.apply.merge import (
     BAD_COLUMN,
     apply_merge,
@@ -31,6 +30,8 @@ from ingest.errors import SchemaChangeRejected
 from ingest.model import Column, TableId, TableSchema, TableSignature, TableState, tso_to_datetime
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema
+from ingest.state import quarantine, schema_cache
+from ingest.state.table_state import state_to_metadata, txn_version
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import buffer, order, progress, schema_cache
+from ingest import order
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig, Protocol, SimpleEncoding
 from ingest.decode import canal_json as cj
@@ -45,6 +45,7 @@ from ingest.spark_decode import (
     fetch_claim_checks,
     prepare_payload,
 )
+from ingest.state import buffer, progress, schema_cache, table_state
 
 logger = logging.getLogger(__name__)
 
@@ -417,7 +418,7 @@ def _apply_table(
     are already quarantined.
     """
     path = config.table_path(table.schema, table.table)
-    state = progress.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
     applied_before = state.applied_ts
     if config.offset_order:
         # Best effort: a row older than what the table already holds may be new (its partition lagged);

@@ -28,8 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "I/O: apply, state, sources",
         ("ingest.apply", "ingest.state", "ingest.source", "ingest.registry", "ingest.spark",
-         "ingest.spark_decode", "ingest.progress", "ingest.buffer", "ingest.quarantine",
-         "ingest.ddl_history", "ingest.schema_cache"),
+         "ingest.spark_decode"),
     ),
     (
         "wiring",

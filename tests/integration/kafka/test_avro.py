@@ -22,13 +22,13 @@ from mutations import BYTE_MUTATION, mutate_bytes
 
 from ingest.cli import main
 from ingest.config import IngestConfig
-from ingest.ddl_history import history_path
 from ingest.errors import IngestError, RegistryUnavailable, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import BatchResult, run_files
-from ingest.progress import load_progress
-from ingest.quarantine import read as read_quarantine
 from ingest.registry import SchemaRegistry
+from ingest.state.ddl_history import history_path
+from ingest.state.progress import load_progress
+from ingest.state.quarantine import read as read_quarantine
 from testkit.sample import Stream
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "spark"))

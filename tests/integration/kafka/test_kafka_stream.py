@@ -18,7 +18,7 @@ from mirror import delta_rows, expected_rows
 from ingest.config import IngestConfig
 from ingest.errors import OrderingError
 from ingest.model import TableId
-from ingest.progress import commit_progress, load_progress
+from ingest.state.progress import commit_progress, load_progress
 from ingest.stream import OBSERVED, run_kafka, start_kafka
 from testkit.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 

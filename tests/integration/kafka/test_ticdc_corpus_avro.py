@@ -12,9 +12,9 @@ from pathlib import Path
 from ticdc_fixture import CORPUS, differences, expected_tables
 
 from ingest.config import IngestConfig
-from ingest.ddl_history import history_path
 from ingest.pipeline import run_files
 from ingest.registry import SchemaRegistry
+from ingest.state.ddl_history import history_path
 
 # Rows of acc.t_uk written before `ADD COLUMN c_added_dec DECIMAL(12,4) DEFAULT 3.1400` and never updated.
 UNCARRIED_DEFAULT = "3.1400"

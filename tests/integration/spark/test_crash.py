@@ -15,7 +15,7 @@ from mirror import delta_rows, expected_rows
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.progress import load_progress
+from ingest.state.progress import load_progress
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 T = TableId("app", "t")

@@ -14,8 +14,8 @@ from ingest.config import IngestConfig
 from ingest.errors import TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.progress import load_progress
-from ingest.quarantine import read as read_quarantine
+from ingest.state.progress import load_progress
+from ingest.state.quarantine import read as read_quarantine
 from testkit.sample import Stream
 
 TABLES = [TableId("shop", name) for name in ("a", "b", "c")]

@@ -18,7 +18,7 @@ from ingest.config import IngestConfig
 from ingest.decode.compression import Compression
 from ingest.errors import IngestError
 from ingest.pipeline import run_files
-from ingest.progress import load_progress
+from ingest.state.progress import load_progress
 from testkit.sample import build_sample
 
 PROTOCOLS = [

@@ -16,13 +16,13 @@ from dumpling_export import Dialect, write_export
 from mirror import delta_rows, expected_rows
 from pyspark.sql import functions as F
 
-from ingest import progress
 from ingest.cli import main
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import ConfigError
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
+from ingest.state import progress, table_state
 from testkit.sample import CUSTOMERS, ORDERS, SIMPLE_FOR_TESTS, STOCK, Stream
 
 NOTES = """CREATE TABLE `app`.`notes` (
@@ -130,7 +130,7 @@ def _assert_loaded_at_snapshot(spark, lake, s, snapshot, creates):
     for table in creates:
         path = _table_path(lake, table)
         assert delta_rows(spark, str(lake), table) == expected_rows(s, table, snapshot), table
-        assert progress.read_table_state(spark, path).applied_ts == snapshot
+        assert table_state.read_table_state(spark, path).applied_ts == snapshot
         properties = DeltaTable.forPath(spark, path).detail().first()["properties"]
         assert properties["ticdc.appliedTs"] == str(snapshot)
         assert orjson.loads(properties["ticdc.keyColumns"]) == _key(creates[table])
@@ -218,4 +218,4 @@ def test_cli_load_refuses_a_second_load_unless_forced(spark, tmp_path, capsys):
     newer = write_export(s, s.tso(5), tmp_path / "newer", {table: SIMPLE_FOR_TESTS}, data_format="csv")
     assert main(["load", "--input", str(newer), "--target-path", str(lake), "--force"]) == 0
     assert delta_rows(spark, str(lake), table) == expected_rows(s, table, s.tso(5))
-    assert progress.read_table_state(spark, _table_path(lake, table)).applied_ts == s.tso(5)
+    assert table_state.read_table_state(spark, _table_path(lake, table)).applied_ts == s.tso(5)

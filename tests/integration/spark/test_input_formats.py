@@ -11,7 +11,7 @@ from ingest.config import IngestConfig
 from ingest.errors import ConfigError
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.progress import load_progress
+from ingest.state.progress import load_progress
 from testkit.sample import ADD_POINTS, CUSTOMERS, StorageSinkWriter, Stream, build_sample
 
 TABLES = [

@@ -13,7 +13,7 @@ from ingest.config import IngestConfig
 from ingest.errors import ConfigError, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.progress import load_progress
+from ingest.state.progress import load_progress
 from testkit.sample import CUSTOMERS, ORDERS, STOCK, Stream, build_sample
 from testkit.sample import SIMPLE_FOR_TESTS as SIMPLE
 

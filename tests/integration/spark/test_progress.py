@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from delta.tables import DeltaTable
 
-from ingest import progress
 from ingest.model import PartitionId, TableId, TableState
+from ingest.state import progress
 
 P0 = PartitionId("cdc", 0)
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mirror import delta_rows, expected_rows
 
-from ingest.apply.delta_commit import METADATA_KEY
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
+from ingest.state.table_state import METADATA_KEY
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 TABLES = [TableId("app", "t"), TableId("app", "u")]

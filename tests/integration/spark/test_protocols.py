@@ -13,7 +13,7 @@ from mirror import delta_rows, expected_rows
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError, TooManyBadRecords
 from ingest.model import TableId
-from ingest.progress import load_progress
+from ingest.state.progress import load_progress
 from testkit.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 
 TABLES = [

@@ -15,12 +15,12 @@ import pytest
 from delta.tables import DeltaTable
 from mirror import delta_rows
 
-from ingest import progress as progress_module
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, SchemaChangeRejected
 from ingest.model import PartitionId, TableId
 from ingest.pipeline import run_files
-from ingest.progress import load_progress
+from ingest.state import progress as progress_module
+from ingest.state.progress import load_progress
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 T = TableId("app", "t")

@@ -13,10 +13,10 @@ import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
 from dumpling_export import write_export
 
-from ingest.apply.delta_commit import committing, state_to_metadata
 from ingest.cli import main
 from ingest.config import LoadConfig
 from ingest.model import TableState
+from ingest.state.table_state import committing, state_to_metadata
 from ingest.verify import verify_mirrors, verify_snapshot
 from ingest.verify_rules import DiffKind
 

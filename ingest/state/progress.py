@@ -1,7 +1,7 @@
 """Committed progress: per-partition resume offsets and watermarks, per-table applied state. I/O.
 
 Two places, by design:
-- each mirrored table's own Delta commits carry its A_T/D_T (see ``apply.delta_commit``), atomically with
+- each mirrored table's own Delta commits carry its A_T/D_T (see ``state.table_state``), atomically with
   its data; that is the source of truth for what a table holds;
 - ``<state>/progress`` is an append-only Delta table with one row per committed run: where to resume each
   partition, the watermarks seen, G, and a copy of every table's state for status reporting. It is written
@@ -20,11 +20,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply.delta_commit import state_from_metadata
 from ingest.model import PartitionId, TableId, TableState
 
 PROGRESS_DIR = "progress"
-HISTORY_DEPTH = 100
 # A long-running mirror commits a progress row per batch (8,640 a day at a 10 s trigger). Left alone, every
 # load would scan one small file per run ever committed, and slow down without bound. Every COMPACT_EVERY
 # runs the table keeps each stream's newest KEEP_RUNS rows (the lag history) and is compacted.
@@ -124,18 +122,6 @@ def compact_progress(spark: SparkSession, state_path: str, stream_id: str, run_i
     table = DeltaTable.forPath(spark, progress_path(state_path))
     table.delete((F.col("stream_id") == stream_id) & (F.col("run_id") <= run_id - KEEP_RUNS))
     table.optimize().executeCompaction()
-
-
-def read_table_state(spark: SparkSession, path: str) -> TableState | None:
-    """A_T/D_T from the newest of our commits on a Delta table (None: not a table, or none of ours)."""
-    if not DeltaTable.isDeltaTable(spark, path):
-        return None
-    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("version", "userMetadata")
-    for row in history.orderBy(F.col("version").desc()).collect():
-        state = state_from_metadata(row["userMetadata"])
-        if state is not None:
-            return state
-    return TableState()
 
 
 def _pid(text: str) -> PartitionId:

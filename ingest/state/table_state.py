@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import orjson
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from ingest.model import TableState, tso_to_datetime
 
@@ -21,6 +23,8 @@ CONF_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 CONF_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 CONF_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 COMMIT_TS_COLUMN = "_tidb_commit_ts"
+# How many of a table's newest commits are searched for the newest of ours.
+HISTORY_DEPTH = 100
 PROPERTY_KEY_COLUMNS = "ticdc.keyColumns"
 PROPERTY_SOURCE_TABLE = "ticdc.sourceTable"
 PROPERTY_APPLIED_TS = "ticdc.appliedTs"
@@ -84,3 +88,15 @@ def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None =
     finally:
         for key in (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION):
             spark.conf.unset(key)
+
+
+def read_table_state(spark: SparkSession, path: str) -> TableState | None:
+    """A_T/D_T from the newest of our commits on a Delta table (None: not a table, or none of ours)."""
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("version", "userMetadata")
+    for row in history.orderBy(F.col("version").desc()).collect():
+        state = state_from_metadata(row["userMetadata"])
+        if state is not None:
+            return state
+    return TableState()
