@@ -213,12 +213,36 @@ def _alive(pid: int) -> bool:
     return not (status.exists() and "\nState:\tZ" in status.read_text())
 
 
+# Run beside a service started for a test run: when the process that started it is gone (a test run
+# killed with SIGKILL or interrupted before its teardown), the service is killed too, so no broker or
+# registry outlives the run that needed it.
+_WATCHDOG = """
+import os, signal, sys, time
+owner, service = int(sys.argv[1]), int(sys.argv[2])
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+while alive(owner) and alive(service):
+    time.sleep(1)
+if alive(service):
+    os.kill(service, signal.SIGKILL)
+"""
+
+
 @dataclass
 class _Process:
-    """A Java service process: started detached, its output in a log file."""
+    """A Java service process: started detached, its output in a log file.
+
+    ``owned``: the service lives only as long as the process that started it (tests); ``make kafka-up``
+    starts one that outlives the command, until ``make kafka-down``.
+    """
 
     name: str
     log_path: Path
+    owned: bool = True
     pid: int | None = None
     _popen: subprocess.Popen[bytes] | None = None
 
@@ -229,6 +253,12 @@ class _Process:
                 list(command), cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.pid = self._popen.pid
+        if self.owned:
+            subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.pid)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
 
     def running(self) -> bool:
         if self._popen is not None:
@@ -274,13 +304,18 @@ class KafkaBroker:
     """
 
     def __init__(
-        self, data_dir: Path, *, port: int | None = None, controller_port: int | None = None
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        controller_port: int | None = None,
+        owned: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
         self.version, self._classpath = kafka_classpath()
-        self._process = _Process("Kafka broker", data_dir / "kafka.log")
+        self._process = _Process("Kafka broker", data_dir / "kafka.log", owned)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -375,11 +410,11 @@ class KafkaBroker:
 class RegistryServer:
     """Apicurio Registry 3 with in-memory storage; its Confluent-compatible API is at :attr:`url`."""
 
-    def __init__(self, work_dir: Path, *, port: int | None = None) -> None:
+    def __init__(self, work_dir: Path, *, port: int | None = None, owned: bool = True) -> None:
         self.work_dir = work_dir
         self.port = port or free_port()
         self.version, self._home = apicurio_home()
-        self._process = _Process("Apicurio Registry", work_dir / "apicurio.log")
+        self._process = _Process("Apicurio Registry", work_dir / "apicurio.log", owned)
 
     @property
     def url(self) -> str:
@@ -524,7 +559,7 @@ def _kafka_up() -> int:
         print(state["bootstrap_servers"])
         return 0
     data_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-kafka-"))
-    broker = KafkaBroker(data_dir).start()
+    broker = KafkaBroker(data_dir, owned=False).start()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     _state_file("kafka").write_text(
         json.dumps(
@@ -541,7 +576,7 @@ def _registry_up() -> int:
         print(state["url"])
         return 0
     work_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-registry-"))
-    registry = RegistryServer(work_dir).start()
+    registry = RegistryServer(work_dir, owned=False).start()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     _state_file("registry").write_text(
         json.dumps({"pid": registry.pid, "url": registry.url, "data_dir": str(work_dir)})

@@ -1,0 +1,58 @@
+"""Services a test run starts die with it, even when the run itself is killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+OWNER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from testkit.local_services import _Process
+    service = _Process("sleeper", Path(sys.argv[1]), owned=sys.argv[2] == "owned")
+    service.launch(["sleep", "300"], Path(sys.argv[1]).parent)
+    print(service.pid, flush=True)
+    time.sleep(300)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    return state != "Z"
+
+
+def _service_after_owner_is_killed(tmp_path, mode: str) -> tuple[int, bool]:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tmp_path / "service.log"), mode], stdout=subprocess.PIPE, text=True
+    )
+    service = int(owner.stdout.readline())
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    deadline = time.monotonic() + 10
+    while _alive(service) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return service, _alive(service)
+
+
+def test_an_owned_service_is_killed_when_its_owner_is_killed(tmp_path):
+    _, alive = _service_after_owner_is_killed(tmp_path, "owned")
+    assert not alive
+
+
+def test_a_service_started_for_the_command_line_outlives_it(tmp_path):
+    service, alive = _service_after_owner_is_killed(tmp_path, "detached")
+    try:
+        assert alive
+    finally:
+        os.kill(service, signal.SIGKILL)
