@@ -45,13 +45,12 @@ from ingest.pipeline import BatchResult, run_files
 from ingest.source import files
 from ingest.spark import DELTA_JAR_VERSION, local_session
 from ingest.spark_decode import (
-    ENVELOPE,
     KIND_DDL,
     KIND_DML,
     KIND_WATERMARK,
-    decode_canal_json,
-    decode_simple_json,
+    decode_json,
     decode_ticdc_avro,
+    envelope,
     prepare_payload,
 )
 from ingest.state.table_state import COMMIT_TS_COLUMN, state_to_metadata
@@ -579,14 +578,16 @@ class Bench:
         if ticdc_avro:
             decoded = decode_ticdc_avro(messages, schemas)
         else:
-            prepared = prepare_payload(messages, Compression.NONE, simple_avro=protocol == SIMPLE_AVRO)
-            decoded = decode_canal_json(prepared) if protocol == cj.PROTOCOL else decode_simple_json(prepared)
+            codec = cj.CODEC if protocol == cj.PROTOCOL else sp.codec(avro=protocol == SIMPLE_AVRO)
+            decoded = decode_json(prepare_payload(messages, Compression.NONE, codec), codec)
         logger.warning("bench: decode input of %d %s records ready", count, protocol)
         wall, cpu = self._best_noop(decoded)
         parse_cpu = float("nan")
         if protocol == cj.PROTOCOL:
             parse_only = messages.select(
-                F.from_json(F.col("value").cast("string"), ENVELOPE, {"mode": "PERMISSIVE"}).alias("m")
+                F.from_json(F.col("value").cast("string"), envelope(cj.CODEC), {"mode": "PERMISSIVE"}).alias(
+                    "m"
+                )
             )
             parse_cpu = self._best_noop(parse_only)[1]
         counts = decoded.groupBy("kind", "type").count().collect()
@@ -793,7 +794,7 @@ class Bench:
         path = str(target / definition.table.schema / definition.table.table)
         schema = self.spark.read.format("delta").load(path).schema
         messages = files.read_messages(self.spark, str(changes_dir), {})
-        dml = decode_canal_json(_framed(messages)).where(F.col("kind") == KIND_DML)
+        dml = decode_json(_framed(messages), cj.CODEC).where(F.col("kind") == KIND_DML)
         typed = dml.select(
             F.col("type").alias("__type"),
             *[
@@ -912,7 +913,7 @@ class Bench:
 
 def _framed(messages: DataFrame) -> DataFrame:
     """The records as the pipeline hands them to the decoder (plain JSON: ``payload`` is ``value``)."""
-    return prepare_payload(messages, Compression.NONE, simple_avro=False)
+    return prepare_payload(messages, Compression.NONE, cj.CODEC)
 
 
 def _parse_run(text: str) -> tuple[Mix, KeyDistribution]:

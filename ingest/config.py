@@ -11,6 +11,8 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest import parameters
+from ingest.decode import canal_json, simple, ticdc_avro
+from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
@@ -348,6 +350,15 @@ class IngestConfig:
             ),
             column_types=parameters.parse_column_types(normalized.get("column-types", "")),
         )
+
+    @property
+    def codec(self) -> Codec:
+        """The protocol as the pipeline uses it: wire shape, rules and what it can express."""
+        if self.protocol is Protocol.SIMPLE:
+            return simple.codec(avro=self.simple_encoding is SimpleEncoding.AVRO)
+        if self.protocol is Protocol.AVRO:
+            return ticdc_avro.CODEC
+        return canal_json.codec(best_effort=self.offset_order)
 
     @property
     def offset_order(self) -> bool:

@@ -138,6 +138,18 @@ class TableSchema:
         return next((c for c in self.columns if c.name == name), None)
 
 
+@dataclass(frozen=True, slots=True)
+class VersionedSchema:
+    """An upstream table as it was at one schema version (Simple announces them; the schema cache keeps
+    them)."""
+
+    table: TableId
+    version: int
+    schema: TableSchema
+    # The schema as it came on the wire (JSON flavour field names), kept for the persisted cache.
+    raw: str
+
+
 class Op(Enum):
     """Kind of a row change, as TiCDC reports it."""
 

@@ -1,15 +1,16 @@
-"""Runs the JSON decoders (Canal-JSON, Simple JSON) on executors with Spark's native ``from_json``.
+"""Runs a protocol's codec on executors: JSON envelopes with Spark's native ``from_json``, TiCDC Avro
+record by record.
 
-Every wire name comes from ``ingest.decode.canal_json`` / ``ingest.decode.simple``. Both decoders give the
-same columns: each record's position and raw bytes, its kind (dml / ddl / watermark / bootstrap / bad /
-fatal), and DML row images as string maps that stay on the executors; typing happens per target table at
-apply time. Canal-JSON names column types in every row (``mysql_type``); Simple names a schema version
-(``schema_version``) and sends the schemas in control messages (``table_schema``, ``pre_table_schema``).
+Every protocol gives the same columns (``DECODED``): each record's position and raw bytes, its kind
+(dml / ddl / watermark / bootstrap / bad / fatal) and why, and DML row images as string maps that stay
+on the executors; typing happens per target table at apply time. What a protocol's messages look like,
+which columns they fill and how they are classified is the codec's (``ingest.decode.codec``); this module
+compiles that into Spark columns and knows no protocol of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -17,87 +18,95 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.decode import canal_json as cj
-from ingest.decode import simple as sp
+from ingest.decode import codec as c
 from ingest.decode import ticdc_avro as ta
+from ingest.decode.codec import CONTROL_KINDS as CONTROL_KINDS
+from ingest.decode.codec import KIND_BAD as KIND_BAD
+from ingest.decode.codec import KIND_BOOTSTRAP as KIND_BOOTSTRAP
+from ingest.decode.codec import KIND_DDL as KIND_DDL
+from ingest.decode.codec import KIND_DML as KIND_DML
+from ingest.decode.codec import KIND_FATAL as KIND_FATAL
+from ingest.decode.codec import KIND_WATERMARK as KIND_WATERMARK
+from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression, decompress
 from ingest.model import MESSAGE_COLUMNS, TSO_LOGICAL_BITS
 
-KIND_DML = "dml"
-KIND_DDL = "ddl"
-KIND_WATERMARK = "watermark"
-KIND_BAD = "bad"
-KIND_FATAL = "fatal"
-KIND_BOOTSTRAP = "bootstrap"
-CONTROL_KINDS = (KIND_DDL, KIND_WATERMARK, KIND_BOOTSTRAP)
-
-_ROW = T.ArrayType(T.MapType(T.StringType(), T.StringType()))
+_MAP = T.MapType(T.StringType(), T.StringType())
+# The decoded columns after MESSAGE_COLUMNS, kind and error; a protocol fills those its codec names.
+DECODED = T.StructType(
+    [
+        T.StructField("database", T.StringType()),
+        T.StructField("table", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("commit_ts", T.LongType()),
+        T.StructField("sql", T.StringType()),
+        T.StructField("pk_names", T.ArrayType(T.StringType())),
+        T.StructField("mysql_type", _MAP),
+        T.StructField("data", _MAP),
+        T.StructField("old", _MAP),
+        T.StructField("schema_version", T.LongType()),
+        T.StructField("table_schema", T.StringType()),
+        T.StructField("pre_table_schema", T.StringType()),
+        T.StructField("claim_check", T.StringType()),
+    ]
+)
+_WIRE_TYPES: dict[c.WireType, T.DataType] = {
+    c.WireType.TEXT: T.StringType(),
+    c.WireType.LONG: T.LongType(),
+    c.WireType.BOOLEAN: T.BooleanType(),
+    c.WireType.TEXTS: T.ArrayType(T.StringType()),
+    c.WireType.ROW: _MAP,
+    c.WireType.ROWS: T.ArrayType(_MAP),
+}
 # from_json in PERMISSIVE mode yields a struct of nulls for malformed input, not a null; the raw text in
 # this column is how malformed JSON is told apart from a message that merely lacks fields.
 CORRUPT_RECORD = "_corrupt_record"
-ENVELOPE = T.StructType(
-    [
-        T.StructField(CORRUPT_RECORD, T.StringType()),
-        T.StructField(cj.FIELD_DATABASE, T.StringType()),
-        T.StructField(cj.FIELD_TABLE, T.StringType()),
-        T.StructField(cj.FIELD_PK_NAMES, T.ArrayType(T.StringType())),
-        T.StructField(cj.FIELD_IS_DDL, T.BooleanType()),
-        T.StructField(cj.FIELD_TYPE, T.StringType()),
-        T.StructField(cj.FIELD_ES, T.LongType()),
-        T.StructField(cj.FIELD_SQL, T.StringType()),
-        T.StructField(cj.FIELD_MYSQL_TYPE, T.MapType(T.StringType(), T.StringType())),
-        T.StructField(cj.FIELD_DATA, _ROW),
-        T.StructField(cj.FIELD_OLD, _ROW),
-        T.StructField(
-            cj.FIELD_TIDB,
-            T.StructType(
-                [
-                    # TSOs are < 2^63 for the next few centuries; JSON ints above 2^53 stay exact as longs.
-                    T.StructField(cj.TIDB_COMMIT_TS, T.LongType()),
-                    T.StructField(cj.TIDB_WATERMARK_TS, T.LongType()),
-                    T.StructField(cj.TIDB_ONLY_HANDLE_KEY, T.BooleanType()),
-                    T.StructField(cj.TIDB_CLAIM_CHECK, T.StringType()),
-                ]
-            ),
-        ),
-    ]
-)
+
+
+def _struct(fields: tuple[c.Wire, ...]) -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField(f.name, _struct(f.type) if isinstance(f.type, tuple) else _WIRE_TYPES[f.type])
+            for f in fields
+        ]
+    )
+
+
+def envelope(codec: Codec) -> T.StructType:
+    """The Spark schema ``from_json`` reads a codec's messages with (plus the corrupt-record column)."""
+    return T.StructType([T.StructField(CORRUPT_RECORD, T.StringType()), *_struct(codec.envelope).fields])
 
 
 PAYLOAD = "payload"
 PAYLOAD_ERROR = "payload_error"
 CLAIM_CHECK = "claim_check"
-CLAIM_CHECK_NOT_CONFIGURED = (
-    "claim-check reference, but no --claim-check-path: set it to the changefeed's claim-check-storage-uri "
-    "(any path Spark can read)"
-)
-HANDLE_KEY_ONLY = (
-    "handle-key-only message: the full row must be read back from the upstream TiDB, which the mirror does "
-    "not do; use large-message-handle-option=claim-check (or a larger max-message-bytes) in the changefeed"
-)
 
 
-def prepare_payload(messages: DataFrame, compression: Compression, simple_avro: bool) -> DataFrame:
-    """Add the bytes the JSON decoders read (``payload``), or why there are none (``payload_error``).
+Transcoder = Callable[[], Callable[[bytes], bytes]] | None
+
+
+def prepare_payload(messages: DataFrame, compression: Compression, codec: Codec) -> DataFrame:
+    """Add the bytes the JSON decoding reads (``payload``), or why there are none (``payload_error``).
 
     ``value`` keeps the wire bytes, so the buffer and the quarantine hold exactly what TiCDC wrote. Only
-    TiCDC-compressed values and Simple Avro messages need Python on the executors; plain JSON skips it.
+    TiCDC-compressed values and codecs that transcode (Simple Avro) need Python on the executors; plain
+    JSON skips it.
     """
     framed = messages.select(
         "*", F.col("value").alias(PAYLOAD), F.lit(None).cast("string").alias(PAYLOAD_ERROR)
     )
-    if compression is Compression.NONE and not simple_avro:
+    if compression is Compression.NONE and codec.transcode is None:
         return framed
-    return _transform_payload(framed, compression, simple_avro)
+    return _transform_payload(framed, compression, codec.transcode)
 
 
-def _transform_payload(frame: DataFrame, compression: Compression, simple_avro: bool) -> DataFrame:
-    """Decompress, then (Simple Avro) transcode each payload to the JSON flavour; failures become errors."""
+def _transform_payload(frame: DataFrame, compression: Compression, transcoder: Transcoder) -> DataFrame:
+    """Decompress, then transcode each payload to the JSON the envelope reads; failures become errors."""
 
     def transform(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        avro = sp.avro_schema() if simple_avro else None
+        transcode = transcoder() if transcoder is not None else None
         for batch in batches:
             payloads: list[bytes | None] = []
             errors = batch.column(PAYLOAD_ERROR).to_pylist()
@@ -106,8 +115,8 @@ def _transform_payload(frame: DataFrame, compression: Compression, simple_avro: 
                 if value is not None:
                     try:
                         payload = decompress(value, compression)
-                        if avro is not None:
-                            payload = sp.avro_to_json(payload, avro)
+                        if transcode is not None:
+                            payload = transcode(payload)
                     except ValueError as exc:
                         payload, errors[i] = None, str(exc)
                 payloads.append(payload)
@@ -126,7 +135,7 @@ def fetch_claim_checks(
     root: str,
     raw_value: bool,
     compression: Compression,
-    simple_avro: bool,
+    codec: Codec,
 ) -> DataFrame:
     """Replace the payload of claim-check references with the full messages they point to.
 
@@ -163,8 +172,8 @@ def fetch_claim_checks(
             ).alias(PAYLOAD_ERROR),
         )
     )
-    if compression is not Compression.NONE or simple_avro:
-        fetched = _transform_payload(fetched, compression, simple_avro)
+    if compression is not Compression.NONE or codec.transcode is not None:
+        fetched = _transform_payload(fetched, compression, codec.transcode)
     untouched = prepared.join(
         claims.select("topic", "partition", "offset"), ["topic", "partition", "offset"], "left_anti"
     )
@@ -183,206 +192,80 @@ def _read_objects(spark: SparkSession, base: str, names: list[str]) -> DataFrame
     return files.select(F.substring_index("path", "/", -1).alias("name"), "content")
 
 
-def decode_canal_json(messages: DataFrame, offset_order: bool = False) -> DataFrame:
-    """Prepared rows -> classified Canal-JSON events (one per message), positions and raw bytes kept.
-
-    ``offset_order``: messages without the TiDB extension are accepted, with their commit time in ms
-    (``es``) as a stand-in commitTs (``es << 18``), for the best-effort offset-order mode.
-    """
+def decode_json(messages: DataFrame, codec: Codec) -> DataFrame:
+    """Prepared rows -> classified events (one per message) in the ``DECODED`` columns, positions and raw
+    bytes kept; the codec's rules decide each message's kind, after the framing rules every record obeys."""
     m = F.from_json(
         F.col(PAYLOAD).cast("string"),
-        ENVELOPE,
+        envelope(codec),
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD},
     ).alias("m")
-    parsed = messages.select("*", m)
     env = F.col("m")
-    tidb = env[cj.FIELD_TIDB]
-    is_ddl = F.coalesce(env[cj.FIELD_IS_DDL], F.lit(False))
-    typ = env[cj.FIELD_TYPE]
-    is_dml = typ.isin(*cj.DML_TYPES) & ~is_ddl
-    data = env[cj.FIELD_DATA]
-    commit_ts = tidb[cj.TIDB_COMMIT_TS]
-    if offset_order:
-        commit_ts = F.coalesce(commit_ts, F.shiftleft(env[cj.FIELD_ES], TSO_LOGICAL_BITS))
-    rule, kind, error = _classify(is_ddl, typ, is_dml, tidb, data, env, commit_ts, offset_order)
-    return parsed.select("*", rule.alias(_RULE)).select(
-        *MESSAGE_COLUMNS,
-        kind.alias("kind"),
-        error.alias("error"),
-        env[cj.FIELD_DATABASE].alias("database"),
-        env[cj.FIELD_TABLE].alias("table"),
-        typ.alias("type"),
-        F.when(typ == cj.TYPE_WATERMARK, tidb[cj.TIDB_WATERMARK_TS]).otherwise(commit_ts).alias("commit_ts"),
-        env[cj.FIELD_SQL].alias("sql"),
-        env[cj.FIELD_PK_NAMES].alias("pk_names"),
-        env[cj.FIELD_MYSQL_TYPE].alias("mysql_type"),
-        data[0].alias("data"),
-        env[cj.FIELD_OLD][0].alias("old"),
-        F.lit(None).cast("long").alias("schema_version"),
-        F.lit(None).cast("string").alias("table_schema"),
-        F.lit(None).cast("string").alias("pre_table_schema"),
-        tidb[cj.TIDB_CLAIM_CHECK].alias(CLAIM_CHECK),
+    rules = [*_framing_rules(env), *((compile_pred(r.when, env), r.kind, r.message) for r in codec.rules)]
+    typ = codec.column("type")
+    rule, kind, error = _fold_rules(rules, F.lit(None) if typ is None else compile_expr(typ, env))
+    columns = []
+    for decoded in DECODED.fields:
+        expr = codec.column(decoded.name)
+        value = F.lit(None).cast(decoded.dataType) if expr is None else compile_expr(expr, env)
+        columns.append(value.alias(decoded.name))
+    return (
+        messages.select("*", m)
+        .select("*", rule.alias(_RULE))
+        .select(*MESSAGE_COLUMNS, kind.alias("kind"), error.alias("error"), *columns)
     )
+
+
+def compile_expr(expr: c.Expr, env: Column) -> Column:
+    """A codec expression as a Spark column over the parsed envelope ``env``."""
+    if isinstance(expr, c.Field):
+        column = env
+        for name in expr.path:
+            column = column[name]
+        return column
+    if isinstance(expr, c.Coalesce):
+        return F.coalesce(*(compile_expr(e, env) for e in expr.values))
+    if isinstance(expr, c.When):
+        chosen = F.when(compile_pred(expr.condition, env), compile_expr(expr.then, env))
+        return chosen if expr.otherwise is None else chosen.otherwise(compile_expr(expr.otherwise, env))
+    if isinstance(expr, c.TsoFromMillis):
+        return F.shiftleft(compile_expr(expr.millis, env), TSO_LOGICAL_BITS)
+    if isinstance(expr, c.JsonField):
+        return F.get_json_object(compile_expr(expr.json, env), f"$.{expr.name}")
+    if isinstance(expr, c.First):
+        return compile_expr(expr.array, env)[0]
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def compile_pred(pred: c.Pred, env: Column) -> Column:
+    """A codec predicate as a Spark condition (SQL's three-valued logic, as the codec defines it)."""
+    if isinstance(pred, c.IsNull):
+        return compile_expr(pred.value, env).isNull()
+    if isinstance(pred, c.Eq):
+        return compile_expr(pred.value, env) == F.lit(pred.constant)
+    if isinstance(pred, c.In):
+        return compile_expr(pred.value, env).isin(*pred.constants)
+    if isinstance(pred, c.IsTrue):
+        return F.coalesce(compile_expr(pred.value, env), F.lit(False))
+    if isinstance(pred, c.Empty):
+        return F.size(compile_expr(pred.array, env)) < 1
+    if isinstance(pred, c.And):
+        return compile_pred(pred.left, env) & compile_pred(pred.right, env)
+    if isinstance(pred, c.Or):
+        return compile_pred(pred.left, env) | compile_pred(pred.right, env)
+    if isinstance(pred, c.Not):
+        return ~compile_pred(pred.operand, env)
+    raise TypeError(f"not a predicate: {pred!r}")
 
 
 def _framing_rules(env: Column) -> list[tuple[Column, str, str | Column]]:
     """What makes any record bad before its protocol is looked at: no position, no value, no JSON."""
     return [
-        (
-            F.col("partition").isNull() | F.col("offset").isNull(),
-            KIND_BAD,
-            "not a captured Kafka record (topic/partition/offset missing)",
-        ),
+        (F.col("partition").isNull() | F.col("offset").isNull(), KIND_BAD, c.NOT_A_RECORD),
         (F.col("value").isNull(), KIND_BAD, "record has no value"),
         (F.col(PAYLOAD_ERROR).isNotNull(), KIND_BAD, F.col(PAYLOAD_ERROR)),
         (env.isNull() | env[CORRUPT_RECORD].isNotNull(), KIND_BAD, "malformed JSON"),
     ]
-
-
-def _classify(
-    is_ddl: Column,
-    typ: Column,
-    is_dml: Column,
-    tidb: Column,
-    data: Column,
-    env: Column,
-    commit_ts: Column,
-    offset_order: bool,
-) -> tuple[Column, Column, Column]:
-    without_extension: list[tuple[Column, str, str | Column]] = [
-        (
-            (is_ddl | is_dml) & tidb.isNull(),
-            KIND_FATAL,
-            "message without _tidb: the changefeed must set enable-tidb-extension=true; nothing can be "
-            "ordered or deduplicated without commitTs and watermarks (--missing-extension offset-order "
-            "applies such a stream best effort, see the README)",
-        ),
-    ]
-    missing_ts = "neither _tidb.commitTs nor es" if offset_order else "_tidb.commitTs missing"
-    rules: list[tuple[Column, str, str | Column]] = [
-        *_framing_rules(env),
-        *([] if offset_order else without_extension),
-        ((is_ddl | is_dml) & commit_ts.isNull(), KIND_BAD, missing_ts),
-        (is_ddl, KIND_DDL, ""),
-        (
-            (typ == cj.TYPE_WATERMARK) & tidb[cj.TIDB_WATERMARK_TS].isNull(),
-            KIND_BAD,
-            "TIDB_WATERMARK without _tidb.watermarkTs",
-        ),
-        (typ == cj.TYPE_WATERMARK, KIND_WATERMARK, ""),
-        (is_dml & tidb[cj.TIDB_CLAIM_CHECK].isNotNull(), KIND_FATAL, CLAIM_CHECK_NOT_CONFIGURED),
-        (is_dml & F.coalesce(tidb[cj.TIDB_ONLY_HANDLE_KEY], F.lit(False)), KIND_FATAL, HANDLE_KEY_ONLY),
-        (is_dml & (F.size(data) < 1), KIND_BAD, "DML without a row image in data"),
-        (
-            is_dml & (env[cj.FIELD_DATABASE].isNull() | env[cj.FIELD_TABLE].isNull()),
-            KIND_BAD,
-            "DML without database/table",
-        ),
-        (is_dml, KIND_DML, ""),
-    ]
-    return _fold_rules(rules, typ)
-
-
-_MAP = T.MapType(T.StringType(), T.StringType())
-# Nested objects (tableSchema, TIMESTAMP values) are read as strings: from_json keeps their JSON text.
-SIMPLE_ENVELOPE = T.StructType(
-    [
-        T.StructField(CORRUPT_RECORD, T.StringType()),
-        T.StructField(sp.FIELD_TYPE, T.StringType()),
-        T.StructField(sp.FIELD_DATABASE, T.StringType()),
-        T.StructField(sp.FIELD_TABLE, T.StringType()),
-        # commitTs and schemaVersion are TSOs: exact as longs, never through a double.
-        T.StructField(sp.FIELD_COMMIT_TS, T.LongType()),
-        T.StructField(sp.FIELD_SCHEMA_VERSION, T.LongType()),
-        T.StructField(sp.FIELD_SQL, T.StringType()),
-        T.StructField(sp.FIELD_HANDLE_KEY_ONLY, T.BooleanType()),
-        T.StructField(sp.FIELD_CLAIM_CHECK, T.StringType()),
-        T.StructField(sp.FIELD_DATA, _MAP),
-        T.StructField(sp.FIELD_OLD, _MAP),
-        T.StructField(sp.FIELD_TABLE_SCHEMA, T.StringType()),
-        T.StructField(sp.FIELD_PRE_TABLE_SCHEMA, T.StringType()),
-    ]
-)
-
-
-def decode_simple_json(messages: DataFrame) -> DataFrame:
-    """Prepared rows -> classified Simple-protocol events, in the same columns as Canal-JSON's."""
-    m = F.from_json(
-        F.col(PAYLOAD).cast("string"),
-        SIMPLE_ENVELOPE,
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD},
-    ).alias("m")
-    env = F.col("m")
-    typ = env[sp.FIELD_TYPE]
-    rule, kind, error = _classify_simple(typ, env)
-    # Simple puts a DELETE's row in "old"; downstream, every change's row image is in "data" (as Canal).
-    data = F.when(typ == sp.TYPE_DELETE, env[sp.FIELD_OLD]).otherwise(env[sp.FIELD_DATA])
-    old = F.when(typ == sp.TYPE_UPDATE, env[sp.FIELD_OLD])
-    return (
-        messages.select("*", m)
-        .select("*", rule.alias(_RULE))
-        .select(
-            *MESSAGE_COLUMNS,
-            kind.alias("kind"),
-            error.alias("error"),
-            # DDL and BOOTSTRAP messages name their table only inside the table schema.
-            F.coalesce(env[sp.FIELD_DATABASE], _schema_field(sp.SCHEMA_DATABASE)).alias("database"),
-            F.coalesce(env[sp.FIELD_TABLE], _schema_field(sp.SCHEMA_TABLE)).alias("table"),
-            typ.alias("type"),
-            env[sp.FIELD_COMMIT_TS].alias("commit_ts"),
-            env[sp.FIELD_SQL].alias("sql"),
-            F.lit(None).cast(T.ArrayType(T.StringType())).alias("pk_names"),
-            F.lit(None).cast(_MAP).alias("mysql_type"),
-            data.alias("data"),
-            old.alias("old"),
-            env[sp.FIELD_SCHEMA_VERSION].alias("schema_version"),
-            env[sp.FIELD_TABLE_SCHEMA].alias("table_schema"),
-            env[sp.FIELD_PRE_TABLE_SCHEMA].alias("pre_table_schema"),
-            env[sp.FIELD_CLAIM_CHECK].alias(CLAIM_CHECK),
-        )
-    )
-
-
-def _schema_field(name: str) -> Column:
-    schema = F.coalesce(F.col("m")[sp.FIELD_TABLE_SCHEMA], F.col("m")[sp.FIELD_PRE_TABLE_SCHEMA])
-    return F.get_json_object(schema, f"$.{name}")
-
-
-def _classify_simple(typ: Column, env: Column) -> tuple[Column, Column, Column]:
-    is_dml = typ.isin(*sp.DML_TYPES)
-    commit_ts = env[sp.FIELD_COMMIT_TS]
-    rules: list[tuple[Column, str, str | Column]] = [
-        *_framing_rules(env),
-        ((typ == sp.TYPE_WATERMARK) & commit_ts.isNull(), KIND_BAD, "WATERMARK without commitTs"),
-        (typ == sp.TYPE_WATERMARK, KIND_WATERMARK, ""),
-        (
-            (typ == sp.TYPE_BOOTSTRAP) & env[sp.FIELD_TABLE_SCHEMA].isNull(),
-            KIND_BAD,
-            "BOOTSTRAP without tableSchema",
-        ),
-        (typ == sp.TYPE_BOOTSTRAP, KIND_BOOTSTRAP, ""),
-        (typ.isin(*sp.DDL_TYPES) & commit_ts.isNull(), KIND_BAD, "DDL without commitTs"),
-        (typ.isin(*sp.DDL_TYPES), KIND_DDL, ""),
-        (is_dml & commit_ts.isNull(), KIND_BAD, "DML without commitTs"),
-        (
-            is_dml & (env[sp.FIELD_DATABASE].isNull() | env[sp.FIELD_TABLE].isNull()),
-            KIND_BAD,
-            "DML without database/table",
-        ),
-        (is_dml & env[sp.FIELD_SCHEMA_VERSION].isNull(), KIND_BAD, "DML without schemaVersion"),
-        # Check the claim-check location first: a Simple reference sets both it and handleKeyOnly.
-        (is_dml & env[sp.FIELD_CLAIM_CHECK].isNotNull(), KIND_FATAL, CLAIM_CHECK_NOT_CONFIGURED),
-        (is_dml & F.coalesce(env[sp.FIELD_HANDLE_KEY_ONLY], F.lit(False)), KIND_FATAL, HANDLE_KEY_ONLY),
-        (
-            ((typ == sp.TYPE_DELETE) & env[sp.FIELD_OLD].isNull())
-            | (typ.isin(sp.TYPE_INSERT, sp.TYPE_UPDATE) & env[sp.FIELD_DATA].isNull())
-            | ((typ == sp.TYPE_UPDATE) & env[sp.FIELD_OLD].isNull()),
-            KIND_BAD,
-            "DML without its row image (data/old)",
-        ),
-        (is_dml, KIND_DML, ""),
-    ]
-    return _fold_rules(rules, typ)
 
 
 _RULE = "__rule"
@@ -410,6 +293,7 @@ def _fold_rules(rules: list[tuple[Column, str, str | Column]], typ: Column) -> t
         kind = F.when(matches, F.lit(rule_kind)) if kind is None else kind.when(matches, F.lit(rule_kind))
     assert kind is not None
     kind = kind.otherwise(F.lit(KIND_BAD))
+    # The same text as codec.unknown_type gives.
     error: Column = F.when(
         chosen == unknown,
         F.concat(F.lit('unknown "type" '), F.coalesce(F.concat(F.lit("'"), typ, F.lit("'")), F.lit("null"))),
@@ -426,7 +310,8 @@ KEY_SCHEMA = "key_schema"
 def avro_schema_id(column: str) -> Column:
     """The registry schema id of a Confluent-framed binary column (null when not framed so)."""
     data = F.col(column)
-    framed = (F.length(data) >= ta.HEADER_BYTES) & (F.hex(F.substring(data, 1, 1)) == "00")
+    # ta.schema_id's rule, on executors.
+    framed = (F.length(data) >= ta.HEADER_BYTES) & (F.hex(F.substring(data, 1, 1)) == f"{ta.MAGIC:02X}")
     return F.when(framed, F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long"))
 
 
@@ -483,23 +368,15 @@ def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> Da
             yield pa.RecordBatch.from_pydict(arrays, schema=pa.schema([*batch.schema, *arrow_types.values()]))
 
     decoded = messages.select(*[f.name for f in passed]).mapInArrow(decode, output)
+    filled = {f.name for f in _AVRO_DECODED.fields}
     return decoded.select(
         *MESSAGE_COLUMNS,
         "kind",
         "error",
-        "database",
-        "table",
-        "type",
-        "commit_ts",
-        F.lit(None).cast("string").alias("sql"),
-        F.lit(None).cast(T.ArrayType(T.StringType())).alias("pk_names"),
-        F.lit(None).cast(_MAP).alias("mysql_type"),
-        "data",
-        F.lit(None).cast(_MAP).alias("old"),
-        "schema_version",
-        F.lit(None).cast("string").alias("table_schema"),
-        F.lit(None).cast("string").alias("pre_table_schema"),
-        F.lit(None).cast("string").alias(CLAIM_CHECK),
+        *[
+            F.col(f.name) if f.name in filled else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in DECODED.fields
+        ],
         KEY_SCHEMA,
     )
 
@@ -507,15 +384,12 @@ def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> Da
 def _decode_avro_row(
     key: bytes | None, value: bytes | None, partition: int | None, book: ta.SchemaBook
 ) -> tuple[Any, ...]:
-    if partition is None:
-        return (KIND_BAD, "not a captured Kafka record (topic/partition/offset missing)", *([None] * 7))
-    try:
-        change = ta.decode_record(key, value, book)
-    except ta.NotTicdcAvro as exc:
-        return (KIND_BAD, f"TiCDC Avro: {exc}", *([None] * 7))
+    kind, error, change = ta.classify(key, value, partition, book)
+    if change is None:
+        return (kind, error, *([None] * 7))
     return (
-        KIND_DML,
-        None,
+        kind,
+        error,
         change.table.schema,
         change.table.table,
         change.type,

@@ -7,12 +7,11 @@ source of truth at apply time.
 
 from __future__ import annotations
 
-from enum import Enum
-
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.decode.codec import BinaryText as BinaryText  # how the codec writes bytes as text
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.model import ColumnKind, ColumnType
 
@@ -64,13 +63,6 @@ COMMENT_PREFIX = "tidb: "
 # NULL, by design and documented, instead of sending the whole row to quarantine.
 _ZERO_DATE = r"(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)"
 _TWO_TO_64 = 18446744073709551616
-
-
-class BinaryText(Enum):
-    """How a protocol writes bytes as JSON text."""
-
-    LATIN1 = "latin-1"  # Canal-JSON: each byte is the code point of the same number
-    BASE64 = "base64"  # Simple JSON: standard padded base64
 
 
 def column_type_of(field: T.StructField) -> ColumnType | None:

@@ -12,15 +12,46 @@ table schema, values as JSON-flavour text), so everything after the executor-sid
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import orjson
 
+from ingest.decode import codec as c
+from ingest.decode.codec import (
+    CONTROL_KINDS,
+    KIND_BAD,
+    KIND_BOOTSTRAP,
+    KIND_DDL,
+    KIND_DML,
+    KIND_FATAL,
+    KIND_WATERMARK,
+    BinaryText,
+    Codec,
+    Control,
+    Decoded,
+    Rule,
+    TypesFrom,
+    Wire,
+    WireType,
+    field,
+    present,
+)
 from ingest.decode.mysql_ddl import CreateDatabase, DropDatabase, parse_ddl
 from ingest.errors import DecodeError
-from ingest.model import Column, ColumnKind, ColumnType, DdlEvent, Position, TableId, TableSchema, Watermark
+from ingest.model import (
+    Column,
+    ColumnKind,
+    ColumnType,
+    DdlEvent,
+    Position,
+    TableId,
+    TableSchema,
+    Watermark,
+)
+from ingest.model import VersionedSchema as VersionedSchema  # re-exported: the schema cache's entries
 
 PROTOCOL = "simple"
 
@@ -70,9 +101,9 @@ INDEX_COLUMNS = "columns"
 TIMESTAMP_LOCATION = "location"
 TIMESTAMP_VALUE = "value"
 
-TYPE_INSERT = "INSERT"
-TYPE_UPDATE = "UPDATE"
-TYPE_DELETE = "DELETE"
+TYPE_INSERT = c.TYPE_INSERT
+TYPE_UPDATE = c.TYPE_UPDATE
+TYPE_DELETE = c.TYPE_DELETE
 TYPE_WATERMARK = "WATERMARK"
 TYPE_BOOTSTRAP = "BOOTSTRAP"
 DML_TYPES = (TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE)
@@ -88,17 +119,6 @@ _KIND_ALIASES = {
     "longblob": ColumnKind.BLOB,
 }
 _FSP_KINDS = (ColumnKind.DATETIME, ColumnKind.TIMESTAMP, ColumnKind.TIME)
-
-
-@dataclass(frozen=True, slots=True)
-class VersionedSchema:
-    """One entry of the schema cache: an upstream table as it was at one schema version."""
-
-    table: TableId
-    version: int
-    schema: TableSchema
-    # The schema as it came on the wire (JSON flavour field names), kept for the persisted cache.
-    raw: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,48 +221,168 @@ def _default_literal(value: Any) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | Watermark | Bootstrap:
-    """The model object of a WATERMARK, BOOTSTRAP or DDL message from its parsed top-level fields.
+# -- the codec ---------------------------------------------------------------------------------------------
 
-    ``tableSchema`` / ``preTableSchema`` may be given as objects or JSON text.
+# Nested objects (tableSchema, TIMESTAMP values) are read as text: their JSON.
+ENVELOPE = (
+    Wire(FIELD_TYPE, WireType.TEXT),
+    Wire(FIELD_DATABASE, WireType.TEXT),
+    Wire(FIELD_TABLE, WireType.TEXT),
+    Wire(FIELD_COMMIT_TS, WireType.LONG),
+    Wire(FIELD_SCHEMA_VERSION, WireType.LONG),
+    Wire(FIELD_SQL, WireType.TEXT),
+    Wire(FIELD_HANDLE_KEY_ONLY, WireType.BOOLEAN),
+    Wire(FIELD_CLAIM_CHECK, WireType.TEXT),
+    Wire(FIELD_DATA, WireType.ROW),
+    Wire(FIELD_OLD, WireType.ROW),
+    Wire(FIELD_TABLE_SCHEMA, WireType.TEXT),
+    Wire(FIELD_PRE_TABLE_SCHEMA, WireType.TEXT),
+)
 
-    Raises:
-        DecodeError: a required field is missing or malformed.
-    """
-    typ = fields.get(FIELD_TYPE)
-    commit_ts = fields.get(FIELD_COMMIT_TS)
+_TYPE = field(FIELD_TYPE)
+_COMMIT_TS = field(FIELD_COMMIT_TS)
+_DATA, _OLD = field(FIELD_DATA), field(FIELD_OLD)
+_IS_DML = c.In(_TYPE, DML_TYPES)
+_IS_DDL = c.In(_TYPE, DDL_TYPES)
+_IS_WATERMARK = c.Eq(_TYPE, TYPE_WATERMARK)
+_IS_BOOTSTRAP = c.Eq(_TYPE, TYPE_BOOTSTRAP)
+_IS_INSERT, _IS_UPDATE, _IS_DELETE = (c.Eq(_TYPE, t) for t in (TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE))
+
+RULES = (
+    Rule(_IS_WATERMARK & c.IsNull(_COMMIT_TS), KIND_BAD, "WATERMARK without commitTs"),
+    Rule(_IS_WATERMARK, KIND_WATERMARK),
+    Rule(_IS_BOOTSTRAP & c.IsNull(field(FIELD_TABLE_SCHEMA)), KIND_BAD, "BOOTSTRAP without tableSchema"),
+    Rule(_IS_BOOTSTRAP, KIND_BOOTSTRAP),
+    Rule(_IS_DDL & c.IsNull(_COMMIT_TS), KIND_BAD, "DDL without commitTs"),
+    Rule(_IS_DDL, KIND_DDL),
+    Rule(_IS_DML & c.IsNull(_COMMIT_TS), KIND_BAD, "DML without commitTs"),
+    Rule(
+        _IS_DML & (c.IsNull(field(FIELD_DATABASE)) | c.IsNull(field(FIELD_TABLE))),
+        KIND_BAD,
+        "DML without database/table",
+    ),
+    Rule(_IS_DML & c.IsNull(field(FIELD_SCHEMA_VERSION)), KIND_BAD, "DML without schemaVersion"),
+    # The claim-check location first: a Simple reference sets both it and handleKeyOnly.
+    Rule(_IS_DML & present(field(FIELD_CLAIM_CHECK)), KIND_FATAL, c.CLAIM_CHECK_NOT_CONFIGURED),
+    Rule(_IS_DML & c.IsTrue(field(FIELD_HANDLE_KEY_ONLY)), KIND_FATAL, c.HANDLE_KEY_ONLY),
+    Rule(
+        (_IS_DELETE & c.IsNull(_OLD))
+        | (c.In(_TYPE, (TYPE_INSERT, TYPE_UPDATE)) & c.IsNull(_DATA))
+        | (_IS_UPDATE & c.IsNull(_OLD)),
+        KIND_BAD,
+        "DML without its row image (data/old)",
+    ),
+    Rule(_IS_DML, KIND_DML),
+)
+
+
+def _schema_field(name: str) -> c.Expr:
+    return c.JsonField(c.Coalesce((field(FIELD_TABLE_SCHEMA), field(FIELD_PRE_TABLE_SCHEMA))), name)
+
+
+COLUMNS: tuple[tuple[str, c.Expr], ...] = (
+    # DDL and BOOTSTRAP messages name their table only inside the table schema.
+    ("database", c.Coalesce((field(FIELD_DATABASE), _schema_field(SCHEMA_DATABASE)))),
+    ("table", c.Coalesce((field(FIELD_TABLE), _schema_field(SCHEMA_TABLE)))),
+    ("type", _TYPE),
+    ("commit_ts", _COMMIT_TS),
+    ("sql", field(FIELD_SQL)),
+    # Simple puts a DELETE's row in "old"; downstream, every change's row image is in "data".
+    ("data", c.When(_IS_DELETE, _OLD, _DATA)),
+    ("old", c.When(_IS_UPDATE, _OLD)),
+    ("schema_version", field(FIELD_SCHEMA_VERSION)),
+    ("table_schema", field(FIELD_TABLE_SCHEMA)),
+    ("pre_table_schema", field(FIELD_PRE_TABLE_SCHEMA)),
+    ("claim_check", field(FIELD_CLAIM_CHECK)),
+)
+
+
+def _event(record: Decoded) -> DdlEvent | Watermark | Bootstrap:
+    position, typ = record.position, record.type
     try:
-        if typ == TYPE_WATERMARK:
-            if commit_ts is None:
-                raise DecodeError("WATERMARK without commitTs", protocol=PROTOCOL, position=position)
-            return Watermark(int(commit_ts), position)
-        table_schema = fields.get(FIELD_TABLE_SCHEMA)
-        if typ == TYPE_BOOTSTRAP:
-            if table_schema is None:
-                raise DecodeError("BOOTSTRAP without tableSchema", protocol=PROTOCOL, position=position)
-            return Bootstrap(parse_table_schema(table_schema), position)
-        if commit_ts is None:
-            raise DecodeError(f"DDL {typ!r} without commitTs", protocol=PROTOCOL, position=position)
-        sql = str(fields.get(FIELD_SQL) or "")
-        pre = fields.get(FIELD_PRE_TABLE_SCHEMA)
+        if record.kind == KIND_WATERMARK:
+            assert record.commit_ts is not None  # the rules classify a watermark without it as bad
+            return Watermark(record.commit_ts, position)
+        if record.kind == KIND_BOOTSTRAP:
+            assert record.table_schema is not None  # the rules classify a bootstrap without it as bad
+            return Bootstrap(parse_table_schema(record.table_schema), position)
+        assert record.commit_ts is not None  # the rules classify a DDL without it as bad
+        sql = record.sql or ""
         handle_key = None
-        if table_schema is not None:
-            announced = parse_table_schema(table_schema)
+        if record.table_schema is not None:
+            announced = parse_table_schema(record.table_schema)
             table, handle_key = announced.table, announced.schema.key
-        elif pre is not None:
-            table = parse_table_schema(pre).table
+        elif record.pre_table_schema is not None:
+            table = parse_table_schema(record.pre_table_schema).table
         else:
             table = TableId(_database_of(sql), "")
     except ValueError as exc:
         raise DecodeError(f"bad {typ} message: {exc}", protocol=PROTOCOL, position=position) from exc
     return DdlEvent(
         table=table,
-        commit_ts=int(commit_ts),
+        commit_ts=record.commit_ts,
         sql=sql,
-        ddl_type=str(typ or ""),
+        ddl_type=typ or "",
         position=position,
         handle_key=handle_key,
     )
+
+
+def control(record: Decoded) -> Control:
+    """The event of a classified WATERMARK, BOOTSTRAP or DDL record (none for a BOOTSTRAP, which has no
+    place in commit order), and the table schemas it announces (post- and pre-DDL).
+
+    Raises:
+        DecodeError: a table schema is malformed.
+    """
+    event = _event(record)
+    schemas = () if record.kind == KIND_WATERMARK else tuple(schemas_of(record))
+    return Control(None if isinstance(event, Bootstrap) else event, schemas)
+
+
+def _avro_transcoder() -> Callable[[bytes], bytes]:
+    schema = avro_schema()
+    return lambda value: avro_to_json(value, schema)
+
+
+@cache
+def codec(avro: bool = False) -> Codec:
+    """Simple, in the JSON flavour or (``avro``) the Avro one, transcoded to JSON on the executors."""
+    return Codec(
+        name=PROTOCOL,
+        types_from=TypesFrom.ANNOUNCED,
+        has_watermarks=True,
+        has_ddl=True,
+        has_old_image=True,
+        commit_ts_on_delete=True,
+        binary_text=BinaryText.BASE64,
+        envelope=ENVELOPE,
+        columns=COLUMNS,
+        rules=RULES,
+        transcode=_avro_transcoder if avro else None,
+        control=control,
+    )
+
+
+CODEC = codec()
+
+
+def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | Watermark | Bootstrap:
+    """The model object of a WATERMARK, BOOTSTRAP or DDL message from its parsed top-level fields.
+
+    ``tableSchema`` / ``preTableSchema`` may be given as objects or JSON text.
+
+    Raises:
+        DecodeError: a required field is missing or malformed (the rule's message says which).
+    """
+    record = c.read(CODEC, fields, position)
+    if record.kind in (KIND_BAD, KIND_FATAL):
+        raise DecodeError(record.error or "", protocol=PROTOCOL, position=position)
+    if record.kind not in CONTROL_KINDS:
+        raise DecodeError(
+            f"not a control message: type {record.type!r}", protocol=PROTOCOL, position=position
+        )
+    return _event(record)
 
 
 def _database_of(sql: str) -> str:
@@ -253,11 +393,10 @@ def _database_of(sql: str) -> str:
     return ""
 
 
-def schemas_of(fields: Mapping[str, Any]) -> list[VersionedSchema]:
-    """Every table schema a control message carries, for the schema cache (post- and pre-DDL)."""
+def schemas_of(record: Decoded) -> list[VersionedSchema]:
+    """Every table schema a control record carries, for the schema cache (post- and pre-DDL)."""
     result = []
-    for name in (FIELD_TABLE_SCHEMA, FIELD_PRE_TABLE_SCHEMA):
-        raw = fields.get(name)
+    for raw in (record.table_schema, record.pre_table_schema):
         if raw is not None:
             result.append(parse_table_schema(raw))
     return result

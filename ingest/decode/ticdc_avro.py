@@ -21,6 +21,7 @@ from typing import Any
 import fastavro
 import orjson
 
+from ingest.decode import codec as c
 from ingest.decode.mysql_types import UnknownTypeError
 from ingest.model import Column, ColumnKind, ColumnType, TableId, TableSchema
 
@@ -42,7 +43,20 @@ EXTENSION_FIELDS = frozenset(
     }
 )
 OP_INSERT, OP_UPDATE, OP_DELETE = "c", "u", "d"
-TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE = "INSERT", "UPDATE", "DELETE"
+TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE = c.TYPE_INSERT, c.TYPE_UPDATE, c.TYPE_DELETE
+
+PROTOCOL = "avro"
+# No watermarks, no DDL, no old images, and a DELETE is a tombstone without commitTs: applied in offset
+# order, tables following the writer schemas the records name.
+CODEC = c.Codec(
+    name=PROTOCOL,
+    types_from=c.TypesFrom.WRITER_SCHEMA,
+    has_watermarks=False,
+    has_ddl=False,
+    has_old_image=False,
+    commit_ts_on_delete=False,
+    binary_text=c.BinaryText.BASE64,
+)
 
 _CONNECT = "connect.parameters"
 _TWO_TO_64 = 1 << 64
@@ -53,7 +67,8 @@ class NotTicdcAvro(ValueError):
 
 
 def schema_id(data: bytes | None) -> int | None:
-    """The registry schema id in a Confluent-framed key or value; None for anything else."""
+    """The registry schema id in a Confluent-framed key or value (byte 0 is MAGIC, the next four the id,
+    big-endian); None for anything else."""
     if data is None or len(data) < HEADER_BYTES or data[0] != MAGIC:
         return None
     # Read unsigned, as the Spark side does (registries hand out positive ids only).
@@ -263,6 +278,18 @@ def decode_record(key: bytes | None, value: bytes | None, book: SchemaBook) -> C
         return Change(writer.table, TYPE_DELETE, commit_ts or None, data, value_id, key_id)
     typ = TYPE_UPDATE if op == OP_UPDATE else TYPE_INSERT
     return Change(writer.table, typ, commit_ts or None, data, value_id, key_id)
+
+
+def classify(
+    key: bytes | None, value: bytes | None, partition: int | None, book: SchemaBook
+) -> tuple[str, str | None, Change | None]:
+    """One Kafka record's kind, why it is bad (if it is), and its change (if it decodes)."""
+    if partition is None:
+        return c.KIND_BAD, c.NOT_A_RECORD, None
+    try:
+        return c.KIND_DML, None, decode_record(key, value, book)
+    except NotTicdcAvro as exc:
+        return c.KIND_BAD, f"TiCDC Avro: {exc}", None
 
 
 def _schema(schema_id: int, book: SchemaBook) -> tuple[WriterSchema, Any]:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest.config import IngestConfig, Protocol
+from ingest.config import IngestConfig
+from ingest.decode.codec import TypesFrom
 from ingest.pipeline import offset_order, watermarked
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.source import files
@@ -48,6 +49,7 @@ def process_batch(
     spark: SparkSession, messages: DataFrame, config: IngestConfig, committed: progress.Progress
 ) -> BatchResult:
     """Decode, order, plan and apply one batch, then commit progress. Raises before progress moves."""
-    if config.protocol is Protocol.AVRO:
+    # Tables that follow registry writer schemas have their own pipeline: no DDL, no watermarks.
+    if config.codec.types_from is TypesFrom.WRITER_SCHEMA:
         return offset_order.process_batch(spark, messages, config, committed)
     return watermarked.process_batch(spark, messages, config, committed)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest.config import IngestConfig, Protocol
+from ingest.config import IngestConfig
+from ingest.decode.codec import Codec
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import PartitionId, Position
 from ingest.source import POSITION
@@ -70,12 +71,13 @@ def quarantine_undecodable(
     logger.warning("run %d: quarantined %d undecodable records", run_id, bad)
 
 
-def stop_on_fatal(ranges: dict[PartitionId, PartitionRead], protocol: Protocol) -> None:
+def stop_on_fatal(ranges: dict[PartitionId, PartitionRead], codec: Codec) -> None:
+    """A fatal record (one the changefeed must be changed for) stops the batch before anything applies."""
     fatal = sorted(((p, r.fatal) for p, r in ranges.items() if r.fatal is not None), key=lambda x: x[0])
     if fatal:
         partition, (offset, error) = fatal[0]
         position = Position(partition.topic, partition.partition, offset)
-        raise ConfigError(f"{protocol.value}: {error} (first seen at {position}); nothing was applied")
+        raise ConfigError(f"{codec.name}: {error} (first seen at {position}); nothing was applied")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.apply import schema as apply_schema
-from ingest.apply.convert import BinaryText, column_type_of
+from ingest.apply.convert import column_type_of
 from ingest.apply.merge import (
     apply_merge,
     converge_effect,
@@ -228,7 +228,7 @@ def _apply_table(
     info = apply_schema.table_info(spark, path)
     rows = dml.where((F.col("database") == table.schema) & (F.col("table") == table.table))
     rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
-    changes = normalize(rows, info.schema, info.key, config.timezone, BinaryText.BASE64).persist()
+    changes = normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text).persist()
     try:
         bad_count, bounds = key_bounds(changes, info.key)
         if bad_count and not second_pass:

@@ -11,7 +11,6 @@ from pyspark.sql import functions as F
 
 from ingest import order
 from ingest.apply import schema as apply_schema
-from ingest.apply.convert import BinaryText
 from ingest.apply.merge import (
     BAD_COLUMN,
     apply_merge,
@@ -23,11 +22,19 @@ from ingest.apply.merge import (
     segment_rows,
     with_defaults,
 )
-from ingest.config import IngestConfig, Protocol
-from ingest.decode import simple as sp
+from ingest.config import IngestConfig
+from ingest.decode.codec import TypesFrom
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import SchemaChangeRejected
-from ingest.model import Column, TableId, TableSchema, TableSignature, TableState, tso_to_datetime
+from ingest.model import (
+    Column,
+    TableId,
+    TableSchema,
+    TableSignature,
+    TableState,
+    VersionedSchema,
+    tso_to_datetime,
+)
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema
 from ingest.state import quarantine, schema_cache
@@ -46,33 +53,33 @@ def apply_segment(
     state: TableState,
     run_id: int,
     report: TableReport,
-    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     held_through: int | None,
 ) -> TableState:
     table = segment.table
     in_range = [s for s in signatures if s.max_commit_ts >= segment.low and s.min_commit_ts <= segment.high]
     if not in_range:
         return state  # no row of this table falls into the segment; the next step moves A_T
-    simple = config.protocol is Protocol.SIMPLE
+    codec = config.codec
+    announced_types = codec.types_from is TypesFrom.ANNOUNCED
     if not apply_schema.table_exists(spark, path):
-        if simple:
+        if announced_types:
             _create_from_schema_cache(spark, path, table, in_range, schemas, state, run_id)
         else:
             _create_from_dml(spark, config, path, table, in_range, state, run_id)
     rows = segment_rows(dml, segment)
-    if config.offset_order:
+    if codec.offset_order:
         rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
     info = apply_schema.table_info(spark, path)
     # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
-    if not simple and _add_columns_seen_in_dml(
+    if not announced_types and _add_columns_seen_in_dml(
         spark, config, path, info, table, in_range, rows, state, run_id
     ):
         info = apply_schema.table_info(spark, path)
     schema, key = info.schema, info.key
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
-    binary = BinaryText.BASE64 if simple else BinaryText.LATIN1
-    cached = normalize(rows, schema, key, config.timezone, binary).persist()
+    cached = normalize(rows, schema, key, config.timezone, codec.binary_text).persist()
     try:
         changes = cached
         bad_count, bounds = key_bounds(changes, key)
@@ -95,14 +102,14 @@ def apply_segment(
             first_bad = first_bad_commit_ts(changes)
             assert first_bad is not None
             below = replace(segment, high=first_bad - 1, before_ddl=False)
-            if config.offset_order or below.high < below.first_ts or below.high <= state.applied_ts:
+            if codec.offset_order or below.high < below.first_ts or below.high <= state.applied_ts:
                 return state
             segment, changes = below, changes.where(F.col("commit_ts") <= below.high)
         columns = [f.name for f in schema.fields]
         # Offset order: commit times are milliseconds, not TSOs, so a key's last change by offset wins.
         source = (
             converge_effect(changes, key, columns)
-            if config.offset_order
+            if codec.offset_order
             else net_effect(changes, key, columns)
         )
         applied = replace(state, applied_ts=max(state.applied_ts, segment.applied_ts))
@@ -115,9 +122,9 @@ def apply_segment(
             columns,
             metadata,
             # A transaction id would skip a later segment ending at the same commit time (offset order).
-            None if config.offset_order else (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
+            None if codec.offset_order else (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
             bounds,
-            by_offset=config.offset_order,
+            by_offset=codec.offset_order,
         )
     finally:
         cached.unpersist()
@@ -179,7 +186,7 @@ def _create_from_schema_cache(
     path: str,
     table: TableId,
     signatures: list[TableSignature],
-    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     state: TableState,
     run_id: int,
 ) -> None:

@@ -15,10 +15,18 @@ from pyspark.sql import functions as F
 
 from ingest import order
 from ingest.apply import schema as apply_schema
-from ingest.config import IngestConfig, Protocol, SimpleEncoding
-from ingest.decode import canal_json as cj
-from ingest.decode import simple as sp
-from ingest.model import DdlEvent, PartitionId, Position, TableId, TableSignature, TableState, Watermark
+from ingest.config import IngestConfig
+from ingest.decode.codec import Codec, Decoded, TypesFrom
+from ingest.model import (
+    DdlEvent,
+    PartitionId,
+    Position,
+    TableId,
+    TableSignature,
+    TableState,
+    VersionedSchema,
+    Watermark,
+)
 from ingest.pipeline.batch import (
     NO_PARTITION,
     PartitionRead,
@@ -39,9 +47,7 @@ from ingest.spark_decode import (
     KIND_DDL,
     KIND_DML,
     KIND_FATAL,
-    KIND_WATERMARK,
-    decode_canal_json,
-    decode_simple_json,
+    decode_json,
     fetch_claim_checks,
     prepare_payload,
 )
@@ -73,16 +79,9 @@ def process_batch(
 
 
 def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> DataFrame:
-    simple = config.protocol is Protocol.SIMPLE
-    simple_avro = simple and config.simple_encoding is SimpleEncoding.AVRO
-
-    def decoder(frame: DataFrame) -> DataFrame:
-        if simple:
-            return decode_simple_json(frame)
-        return decode_canal_json(frame, offset_order=config.offset_order)
-
-    prepared = prepare_payload(messages, config.compression, simple_avro=simple_avro)
-    decoded = decoder(prepared)
+    codec = config.codec
+    prepared = prepare_payload(messages, config.compression, codec)
+    decoded = decode_json(prepared, codec)
     if config.claim_check_path is None:
         return decoded
     claims = decoded.where((F.col("kind") == KIND_FATAL) & F.col(CLAIM_CHECK).isNotNull()).select(
@@ -97,10 +96,10 @@ def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> D
         config.claim_check_path,
         config.claim_check_raw_value,
         config.compression,
-        simple_avro,
+        codec,
     )
     logger.info("fetched %d claim-check message(s) from %s", claims.count(), config.claim_check_path)
-    return decoder(resolved)
+    return decode_json(resolved, codec)
 
 
 def _process(
@@ -112,16 +111,18 @@ def _process(
     run_id: int,
     started: float,
 ) -> BatchResult:
-    stop_on_fatal(ranges, config.protocol)
+    codec = config.codec
+    announced_types = codec.types_from is TypesFrom.ANNOUNCED
+    stop_on_fatal(ranges, codec)
     records = sum(r.records for r in ranges.values())
-    check_partitions(config, ranges, committed, check_late=not config.offset_order)
+    check_partitions(config, ranges, committed, check_late=codec.has_watermarks)
     bad = sum(r.bad for r in ranges.values())
     quarantine_undecodable(spark, config, decoded, bad, run_id)
     check_bad_ratio(config, bad, records)
 
-    ddls, watermarks, announced = _control_events(decoded, config.protocol)
-    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema] = {}
-    if config.protocol is Protocol.SIMPLE:
+    ddls, watermarks, announced = _control_events(decoded, codec)
+    schemas: dict[schema_cache.SchemaKey, VersionedSchema] = {}
+    if announced_types:
         schemas = schema_cache.load(spark, config.state_path, config.stream_id)
         fresh = [s for s in announced if (s.table, s.version) not in schemas]
         schemas.update({(s.table, s.version): s for s in fresh})
@@ -131,14 +132,14 @@ def _process(
     )
     g = order.global_watermark(watermark_by_partition, partition_set)
     missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
-    if missing and not config.offset_order:
+    if missing and codec.has_watermarks:
         logger.warning(
             "no watermark yet on partition(s) %s: nothing is applied until each has one", ", ".join(missing)
         )
 
     dml = decoded.where(F.col("kind") == KIND_DML)
-    signatures = _simplesignatures(dml) if config.protocol is Protocol.SIMPLE else type_signatures(dml)
-    if config.offset_order:
+    signatures = _simplesignatures(dml) if announced_types else type_signatures(dml)
+    if codec.offset_order:
         # No watermarks: everything read is applied now, up to the newest commit time seen (never back).
         g = max(
             [committed.global_watermark, *(s.max_commit_ts for s in signatures), *(d.commit_ts for d in ddls)]
@@ -232,7 +233,7 @@ def _process(
         pending_rows=pending_rows,
         buffered=pending_records,
     )
-    if config.protocol is Protocol.SIMPLE:
+    if announced_types:
         # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
         schema_cache.add(spark, config.state_path, config.stream_id, fresh)
     progress.commit_progress(spark, config.state_path, config.stream_id, new_progress)
@@ -259,63 +260,23 @@ def _process(
 
 
 def _control_events(
-    decoded: DataFrame, protocol: Protocol
-) -> tuple[list[DdlEvent], list[Watermark], list[sp.VersionedSchema]]:
-    """DDLs, watermarks and (Simple) announced table schemas: the only records that reach the driver."""
-    rows = (
-        decoded.where(F.col("kind").isin(*CONTROL_KINDS))
-        .select(
-            "topic",
-            "partition",
-            "offset",
-            "kind",
-            "database",
-            "table",
-            "type",
-            "commit_ts",
-            "sql",
-            "table_schema",
-            "pre_table_schema",
-        )
-        .collect()
-    )
+    decoded: DataFrame, codec: Codec
+) -> tuple[list[DdlEvent], list[Watermark], list[VersionedSchema]]:
+    """DDLs, watermarks and announced table schemas: the only records that reach the driver, built by the
+    codec from their decoded columns."""
+    names = ("kind", "type", "database", "table", "commit_ts", "sql", "table_schema", "pre_table_schema")
+    rows = decoded.where(F.col("kind").isin(*CONTROL_KINDS)).select("topic", "partition", "offset", *names)
     ddls: list[DdlEvent] = []
     watermarks: list[Watermark] = []
-    schemas: list[sp.VersionedSchema] = []
-    for row in rows:
+    schemas: list[VersionedSchema] = []
+    for row in rows.collect():
         position = Position(row["topic"], row["partition"], row["offset"])
-        if protocol is Protocol.SIMPLE:
-            fields = {
-                sp.FIELD_TYPE: row["type"],
-                sp.FIELD_COMMIT_TS: row["commit_ts"],
-                sp.FIELD_SQL: row["sql"],
-                sp.FIELD_TABLE_SCHEMA: row["table_schema"],
-                sp.FIELD_PRE_TABLE_SCHEMA: row["pre_table_schema"],
-            }
-            event = sp.control_event(fields, position)
-            if row["kind"] != KIND_WATERMARK:
-                schemas.extend(sp.schemas_of(fields))
-            if isinstance(event, sp.Bootstrap):
-                continue
-        else:
-            event = cj.control_event(
-                {
-                    cj.FIELD_DATABASE: row["database"],
-                    cj.FIELD_TABLE: row["table"],
-                    cj.FIELD_TYPE: row["type"],
-                    cj.FIELD_SQL: row["sql"],
-                    cj.FIELD_IS_DDL: row["kind"] == KIND_DDL,
-                    cj.FIELD_TIDB: {
-                        cj.TIDB_COMMIT_TS: row["commit_ts"],
-                        cj.TIDB_WATERMARK_TS: row["commit_ts"],
-                    },
-                },
-                position,
-            )
-        if isinstance(event, DdlEvent):
-            ddls.append(event)
-        else:
-            watermarks.append(event)
+        control = codec.control(Decoded(position, **{name: row[name] for name in names}))
+        schemas.extend(control.schemas)
+        if isinstance(control.event, DdlEvent):
+            ddls.append(control.event)
+        elif control.event is not None:
+            watermarks.append(control.event)
     return ddls, watermarks, schemas
 
 
@@ -371,7 +332,7 @@ def _simplesignatures(dml: DataFrame) -> list[TableSignature]:
 
 
 def _parked(
-    signatures: list[TableSignature], schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema]
+    signatures: list[TableSignature], schemas: dict[schema_cache.SchemaKey, VersionedSchema]
 ) -> dict[TableId, int]:
     """Per table, the first commit_ts of rows whose schema version is unknown (Simple only)."""
     parked: dict[TableId, int] = {}
@@ -408,7 +369,7 @@ def _apply_table(
     g: int,
     committed: progress.Progress,
     run_id: int,
-    schemas: dict[schema_cache.SchemaKey, sp.VersionedSchema],
+    schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     held_through: int | None = None,
 ) -> tuple[TableReport, TableState]:
     """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
@@ -420,7 +381,7 @@ def _apply_table(
     path = config.table_path(table.schema, table.table)
     state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
     applied_before = state.applied_ts
-    if config.offset_order:
+    if config.codec.offset_order:
         # Best effort: a row older than what the table already holds may be new (its partition lagged);
         # it is admitted, and the MERGE guard keeps newer rows. Only DDLs are deduplicated, by D_T.
         state = replace(state, applied_ts=0)

@@ -6,6 +6,8 @@ import base64
 
 import pytest
 
+from ingest.decode import canal_json as cj
+from ingest.decode import simple as sp
 from ingest.decode.compression import Compression
 from ingest.model import TableId
 from ingest.source.files import read_messages
@@ -16,8 +18,7 @@ from ingest.spark_decode import (
     KIND_DML,
     KIND_FATAL,
     KIND_WATERMARK,
-    decode_canal_json,
-    decode_simple_json,
+    decode_json,
     prepare_payload,
 )
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
@@ -37,8 +38,8 @@ def test_every_event_kind_is_decoded_on_executors(spark, tmp_path):
         0, {"isDdl": False, "type": "INSERT", "database": "app", "table": "t", "data": [{"id": "2"}]}
     )
     s.write(tmp_path)
-    prepared = prepare_payload(read_messages(spark, str(tmp_path), {}), Compression.NONE, simple_avro=False)
-    decoded = {r["offset"]: r for r in decode_canal_json(prepared).collect()}
+    prepared = prepare_payload(read_messages(spark, str(tmp_path), {}), Compression.NONE, cj.CODEC)
+    decoded = {r["offset"]: r for r in decode_json(prepared, cj.CODEC).collect()}
     kinds = [decoded[o]["kind"] for o in range(7)]
     assert kinds == [KIND_DDL, KIND_DML, KIND_DML, KIND_DML, KIND_WATERMARK, KIND_BAD, KIND_FATAL]
     assert decoded[0]["sql"] == SIMPLE_FOR_TESTS and decoded[0]["commit_ts"] == s.tso(1)
@@ -65,10 +66,9 @@ def test_every_simple_event_kind_is_decoded_on_executors(spark, tmp_path, encodi
     s.watermark(s.tso(5))
     s.append_raw(0, b"\x16\x06garbage")  # not a message in either encoding, nor compressed
     s.write(tmp_path)
-    prepared = prepare_payload(
-        read_messages(spark, str(tmp_path), {}), compression, simple_avro=encoding == "avro"
-    )
-    decoded = {r["offset"]: r for r in decode_simple_json(prepared).collect()}
+    codec = sp.codec(avro=encoding == "avro")
+    prepared = prepare_payload(read_messages(spark, str(tmp_path), {}), compression, codec)
+    decoded = {r["offset"]: r for r in decode_json(prepared, codec).collect()}
     kinds = [decoded[o]["kind"] for o in range(7)]
     assert kinds == [KIND_DDL, KIND_BOOTSTRAP, KIND_DML, KIND_DML, KIND_DML, KIND_WATERMARK, KIND_BAD]
     ddl, bootstrap = decoded[0], decoded[1]

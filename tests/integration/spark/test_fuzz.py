@@ -109,10 +109,13 @@ def test_mutated_messages_are_quarantined_never_crash(spark, tmp_path_factory, p
         assert value == mutated[position]
     # Every record the decoder calls bad is among them: nothing is dropped silently.
     from ingest.source.files import read_messages
-    from ingest.spark_decode import KIND_BAD, decode_canal_json, decode_simple_json, prepare_payload
+    from ingest.spark_decode import KIND_BAD, decode_json, prepare_payload
 
-    decoder = decode_simple_json if name == "simple" else decode_canal_json
-    prepared = prepare_payload(read_messages(spark, config.input_path, {}), compression, encoding == "avro")
-    bad = {(r["partition"], r["offset"]) for r in decoder(prepared).where(f"kind = '{KIND_BAD}'").collect()}
+    codec = config.codec
+    prepared = prepare_payload(read_messages(spark, config.input_path, {}), compression, codec)
+    bad = {
+        (r["partition"], r["offset"])
+        for r in decode_json(prepared, codec).where(f"kind = '{KIND_BAD}'").collect()
+    }
     assert bad <= set(quarantined)
     assert result.quarantined >= len(bad)
