@@ -23,10 +23,9 @@ from pyspark.sql import types as T
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import BAD_COLUMN, normalize
 from ingest.config import LoadConfig
-from ingest.decode import canal_json as cj
 from ingest.decode import dumpling as dd
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
-from ingest.model import TableId, TableState, tso_to_datetime
+from ingest.model import Op, TableId, TableState, tso_to_datetime
 from ingest.plan import partitions
 from ingest.source import dumpling as source
 from ingest.state import progress, quarantine, table_state
@@ -306,7 +305,7 @@ def as_changes(decoded: DataFrame, columns: list[str], snapshot_ts: int) -> Data
     return decoded.select(
         *_message_columns(),
         F.lit(snapshot_ts).cast(T.LongType()).alias("commit_ts"),
-        F.lit(cj.TYPE_INSERT).alias("type"),
+        F.lit(Op.INSERT.value).alias("type"),
         data.alias("data"),
         F.lit(None).cast(T.MapType(T.StringType(), T.StringType())).alias("old"),
     )

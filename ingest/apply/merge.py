@@ -34,8 +34,7 @@ from tenacity import (
 )
 
 from ingest.apply import convert
-from ingest.decode import canal_json as cj
-from ingest.model import MESSAGE_COLUMNS
+from ingest.model import MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
 from ingest.state.table_state import COMMIT_TS_COLUMN, committing
 
@@ -87,15 +86,17 @@ def normalize(
         F.lit(False),
     )
     typ = F.col("type")
+    # The decoded frame's own change kinds, whatever the protocol called them on the wire.
+    insert, update, delete = Op.INSERT.value, Op.UPDATE.value, Op.DELETE.value
     changes = F.filter(
         F.array(
-            F.when(typ == cj.TYPE_DELETE, F.struct(F.lit(RANK_DELETE).alias("rank"), data.alias("image"))),
+            F.when(typ == delete, F.struct(F.lit(RANK_DELETE).alias("rank"), data.alias("image"))),
             F.when(
-                (typ == cj.TYPE_UPDATE) & key_changed,
+                (typ == update) & key_changed,
                 F.struct(F.lit(RANK_DELETE).alias("rank"), before.alias("image")),
             ),
             F.when(
-                typ.isin(cj.TYPE_INSERT, cj.TYPE_UPDATE),
+                typ.isin(insert, update),
                 F.struct(F.lit(RANK_UPSERT).alias("rank"), data.alias("image")),
             ),
         ),
@@ -143,7 +144,7 @@ def with_defaults(rows: DataFrame, defaults: dict[str, str]) -> DataFrame:
     pairs = F.create_map(*[x for name, text in defaults.items() for x in (F.lit(name), F.lit(text))])
     data = F.col("data")
     missing = F.map_filter(pairs, lambda k, _v: ~F.map_contains_key(data, k))
-    filled = F.when(F.col("type") != cj.TYPE_DELETE, F.map_concat(missing, data)).otherwise(data)
+    filled = F.when(F.col("type") != Op.DELETE.value, F.map_concat(missing, data)).otherwise(data)
     return rows.withColumn("data", filled)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ingest.model import TSO_LOGICAL_BITS, DdlEvent, Position, VersionedSchema, Watermark
+from ingest.model import TSO_LOGICAL_BITS, DdlEvent, Op, Position, VersionedSchema, Watermark
 
 KIND_DML = "dml"
 KIND_DDL = "ddl"
@@ -28,10 +28,10 @@ KIND_FATAL = "fatal"
 KIND_BOOTSTRAP = "bootstrap"
 CONTROL_KINDS = (KIND_DDL, KIND_WATERMARK, KIND_BOOTSTRAP)
 
-# The change kinds of decoded DML records, whatever the protocol calls them on the wire.
-TYPE_INSERT = "INSERT"
-TYPE_UPDATE = "UPDATE"
-TYPE_DELETE = "DELETE"
+# The ``type`` of decoded DML records, whatever the protocol calls them on the wire.
+TYPE_INSERT = Op.INSERT.value
+TYPE_UPDATE = Op.UPDATE.value
+TYPE_DELETE = Op.DELETE.value
 
 NOT_A_RECORD = "not a captured Kafka record (topic/partition/offset missing)"
 CLAIM_CHECK_NOT_CONFIGURED = (
