@@ -1,9 +1,10 @@
-"""TiCDC Simple protocol (JSON and Avro flavours): wire names and pure decoding of schemas and control events.
+"""TiCDC Simple protocol (JSON and Avro flavours): wire names, the codec, control events. Pure.
 
 Row messages carry no column types: they name a ``schemaVersion``, and the types
-come from BOOTSTRAP and DDL messages (``tableSchema`` / ``preTableSchema``), which the mirror keeps in a
-schema cache keyed by (database, table, version). Row data is decoded on Spark executors by
-``ingest.spark_decode``; only control messages and table schemas are turned into model objects here.
+come from BOOTSTRAP and DDL messages (``tableSchema`` / ``preTableSchema``, read by ``simple_schema``),
+which the mirror keeps in a schema cache keyed by (database, table, version). The codec (:func:`codec`)
+is run on Spark executors by ``ingest.spark_decode``; only control messages and table schemas are
+turned into model objects on the driver.
 
 The Avro flavour is decoded into the same field names as the JSON one (``schema`` for the database name of a
 table schema, values as JSON-flavour text), so everything after the executor-side decoding is shared.
@@ -40,15 +41,23 @@ from ingest.decode.codec import (
     present,
 )
 from ingest.decode.mysql_ddl import CreateDatabase, DropDatabase, parse_ddl
+from ingest.decode.simple_schema import (
+    COLUMN_DATA_TYPE,
+    SCHEMA_COLUMNS,
+    SCHEMA_DATABASE,
+    SCHEMA_DATABASE_AVRO,
+    SCHEMA_TABLE,
+)
+
+# Re-exported: the table-schema reading is part of what this protocol module offers.
+from ingest.decode.simple_schema import column_type as column_type
+from ingest.decode.simple_schema import handle_key as handle_key
+from ingest.decode.simple_schema import parse_table_schema as parse_table_schema
 from ingest.errors import DecodeError
 from ingest.model import (
-    Column,
-    ColumnKind,
-    ColumnType,
     DdlEvent,
     Position,
     TableId,
-    TableSchema,
     Watermark,
 )
 from ingest.model import VersionedSchema as VersionedSchema  # re-exported: the schema cache's entries
@@ -72,31 +81,6 @@ FIELD_CHECKSUM = "checksum"
 FIELD_TABLE_SCHEMA = "tableSchema"
 FIELD_PRE_TABLE_SCHEMA = "preTableSchema"
 
-# TableSchema (JSON flavour; Avro calls the database field "database" and is renamed on decoding).
-SCHEMA_DATABASE = "schema"
-SCHEMA_DATABASE_AVRO = "database"
-SCHEMA_TABLE = "table"
-SCHEMA_VERSION = "version"
-SCHEMA_COLUMNS = "columns"
-SCHEMA_INDEXES = "indexes"
-COLUMN_NAME = "name"
-COLUMN_DATA_TYPE = "dataType"
-COLUMN_NULLABLE = "nullable"
-COLUMN_DEFAULT = "default"
-TYPE_MYSQL_TYPE = "mysqlType"
-TYPE_CHARSET = "charset"
-TYPE_COLLATE = "collate"
-TYPE_LENGTH = "length"
-TYPE_DECIMAL = "decimal"
-TYPE_ELEMENTS = "elements"
-TYPE_UNSIGNED = "unsigned"
-TYPE_ZEROFILL = "zerofill"
-INDEX_NAME = "name"
-INDEX_UNIQUE = "unique"
-INDEX_PRIMARY = "primary"
-INDEX_NULLABLE = "nullable"
-INDEX_COLUMNS = "columns"
-
 # TIMESTAMP values are objects {"location": <IANA zone>, "value": <local time text>}.
 TIMESTAMP_LOCATION = "location"
 TIMESTAMP_VALUE = "value"
@@ -110,17 +94,6 @@ DML_TYPES = (TYPE_INSERT, TYPE_UPDATE, TYPE_DELETE)
 DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "TRUNCATE", "CINDEX", "DINDEX", "QUERY")
 
 
-_KIND_ALIASES = {
-    "tinytext": ColumnKind.TEXT,
-    "mediumtext": ColumnKind.TEXT,
-    "longtext": ColumnKind.TEXT,
-    "tinyblob": ColumnKind.BLOB,
-    "mediumblob": ColumnKind.BLOB,
-    "longblob": ColumnKind.BLOB,
-}
-_FSP_KINDS = (ColumnKind.DATETIME, ColumnKind.TIMESTAMP, ColumnKind.TIME)
-
-
 @dataclass(frozen=True, slots=True)
 class Bootstrap:
     """A BOOTSTRAP message: TiCDC announces a table's current schema; it has no place in commit order."""
@@ -132,93 +105,6 @@ class Bootstrap:
 def binary_to_wire(value: bytes) -> str:
     """Binary column values are standard padded base64 in the JSON flavour."""
     return base64.b64encode(value).decode("ascii")
-
-
-def column_type(data_type: Mapping[str, Any]) -> ColumnType:
-    """A TableSchema ``dataType`` -> ColumnType.
-
-    Raises:
-        ValueError: the mysqlType is not one we know.
-    """
-    name = str(data_type.get(TYPE_MYSQL_TYPE) or "").lower()
-    kind = _KIND_ALIASES.get(name)
-    if kind is None:
-        kind = ColumnKind(name)
-    unsigned = bool(data_type.get(TYPE_UNSIGNED))
-    length = data_type.get(TYPE_LENGTH)
-    decimal = data_type.get(TYPE_DECIMAL)
-    if kind in (ColumnKind.ENUM, ColumnKind.SET):
-        return ColumnType(kind, elements=tuple(data_type.get(TYPE_ELEMENTS) or ()))
-    if kind is ColumnKind.DECIMAL:
-        precision = int(length) if length and int(length) > 0 else 10
-        return ColumnType(kind, unsigned=unsigned, precision=precision, scale=int(decimal or 0))
-    if kind in _FSP_KINDS:
-        # JSON carries the fsp in "decimal"; the Avro flavour has no fsp for temporal types.
-        return ColumnType(kind, length=int(decimal) if decimal else None)
-    if kind in (ColumnKind.FLOAT, ColumnKind.DOUBLE, ColumnKind.JSON, ColumnKind.DATE, ColumnKind.YEAR):
-        return ColumnType(kind, unsigned=unsigned)
-    if kind in (ColumnKind.TEXT, ColumnKind.BLOB):
-        return ColumnType(kind)
-    return ColumnType(kind, unsigned=unsigned, length=int(length) if length and int(length) > 0 else None)
-
-
-def handle_key(indexes: list[Mapping[str, Any]]) -> tuple[str, ...]:
-    """The handle key TiCDC uses: the primary index, else the NOT NULL unique index with fewest columns."""
-    for index in indexes:
-        if index.get(INDEX_PRIMARY):
-            return tuple(index.get(INDEX_COLUMNS) or ())
-    candidates = [
-        tuple(i.get(INDEX_COLUMNS) or ())
-        for i in indexes
-        if i.get(INDEX_UNIQUE) and not i.get(INDEX_NULLABLE) and i.get(INDEX_COLUMNS)
-    ]
-    return min(candidates, key=len) if candidates else ()
-
-
-def parse_table_schema(raw: Mapping[str, Any] | str) -> VersionedSchema:
-    """A ``tableSchema`` object (or its JSON text) -> VersionedSchema.
-
-    Raises:
-        ValueError: a required field is missing or a type is unknown.
-    """
-    obj: Mapping[str, Any] = orjson.loads(raw) if isinstance(raw, str) else raw
-    database = obj.get(SCHEMA_DATABASE, obj.get(SCHEMA_DATABASE_AVRO))
-    table = obj.get(SCHEMA_TABLE)
-    version = obj.get(SCHEMA_VERSION)
-    if database is None or table is None or version is None:
-        raise ValueError("tableSchema without schema, table or version")
-    columns = []
-    for column in obj.get(SCHEMA_COLUMNS) or ():
-        default = column.get(COLUMN_DEFAULT)
-        columns.append(
-            Column(
-                name=str(column[COLUMN_NAME]),
-                type=column_type(column.get(COLUMN_DATA_TYPE) or {}),
-                nullable=bool(column.get(COLUMN_NULLABLE, True)),
-                default=None if default is None else _default_literal(default),
-                has_default=default is not None,
-            )
-        )
-    key = handle_key(list(obj.get(SCHEMA_INDEXES) or ()))
-    normalized = dict(obj)
-    if SCHEMA_DATABASE not in normalized:
-        normalized[SCHEMA_DATABASE] = normalized.pop(SCHEMA_DATABASE_AVRO)
-    return VersionedSchema(
-        TableId(str(database), str(table)),
-        int(version),
-        TableSchema(tuple(columns), key),
-        orjson.dumps(normalized, option=orjson.OPT_SORT_KEYS).decode(),
-    )
-
-
-def _default_literal(value: Any) -> str:
-    # Column.default holds SQL literal text, as parsed from CREATE TABLE: quote strings, keep numbers.
-    if isinstance(value, bool | int | float):
-        return str(int(value) if isinstance(value, bool) else value)
-    text = str(value)
-    if text.upper().startswith("CURRENT_TIMESTAMP"):
-        return text
-    return "'" + text.replace("'", "''") + "'"
 
 
 # -- the codec ---------------------------------------------------------------------------------------------

@@ -86,3 +86,30 @@ def test_every_simple_event_kind_is_decoded_on_executors(spark, tmp_path, encodi
     expected_error = "not lz4-compressed" if compression is Compression.LZ4 else "malformed JSON"
     assert bad["error"].startswith(expected_error)
     assert bytes(bad["value"]) == b"\x16\x06garbage"  # quarantine keeps the wire bytes
+
+
+def test_spark_classifies_every_hand_written_message_as_the_codec_rules_do(spark):
+    """The rules are written once: compiled to Spark columns, they give what they give in plain Python."""
+    import orjson
+
+    from ingest.decode import codec as c
+    from ingest.model import Position
+    from ingest.source import MESSAGE_SCHEMA
+    from tests.unit.test_codec import CANAL, SIMPLE
+
+    best_effort = cj.codec(best_effort=True)
+    for codec, cases in ((cj.CODEC, CANAL), (best_effort, CANAL), (sp.CODEC, SIMPLE)):
+        rows = [("cdc", 0, i, None, None, orjson.dumps(m)) for i, (_, m, _, _) in enumerate(cases)]
+        messages = spark.createDataFrame(rows, MESSAGE_SCHEMA)
+        prepared = prepare_payload(messages, Compression.NONE, codec)
+        decoded = {r["offset"]: r for r in decode_json(prepared, codec).collect()}
+        for offset, (what, message, _, _) in enumerate(cases):
+            got = decoded[offset]
+            expected = c.read(codec, message, Position("cdc", 0, offset))
+            assert (got["kind"], got["error"]) == (expected.kind, expected.error), what
+            assert (got["type"], got["database"], got["table"], got["commit_ts"]) == (
+                expected.type,
+                expected.database,
+                expected.table,
+                expected.commit_ts,
+            ), what
