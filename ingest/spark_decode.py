@@ -233,7 +233,9 @@ def compile_expr(expr: c.Expr, env: Column) -> Column:
     if isinstance(expr, c.JsonField):
         return F.get_json_object(compile_expr(expr.json, env), f"$.{expr.name}")
     if isinstance(expr, c.First):
-        return compile_expr(expr.array, env)[0]
+        # get, not [0]: under ANSI an index past the end fails the whole job instead of giving null, and a
+        # message with an empty array is the rules' to quarantine.
+        return F.get(compile_expr(expr.array, env), 0)
     raise TypeError(f"not an expression: {expr!r}")
 
 
