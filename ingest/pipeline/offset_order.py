@@ -299,19 +299,11 @@ class _Follow:
 def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_before: set[str]) -> None:
     """Create the table from the newest writer schema; ``absent_before``: its columns that rows of an older
     writer schema in the same batch lack (they read the column's default)."""
-    table, path, writer, key, use, read = (
-        follow.table,
-        follow.path,
-        follow.writer,
-        follow.key,
-        follow.use,
-        follow.read,
-    )
-    state, run_id = follow.state, follow.run_id
+    table, path, writer, key = follow.table, follow.path, follow.writer, follow.key
     missing = [k for k in key if k not in writer.names]
     if not key or missing:
         raise SchemaChangeRejected(
-            f"{table}: key schema {use.key_schema} names {list(key)}, which writer schema {writer.id} "
+            f"{table}: key schema {follow.use.key_schema} names {list(key)}, which writer schema {writer.id} "
             "does not hold all of; the mirror cannot merge on it"
         )
     apply_schema.create_table(
@@ -319,19 +311,23 @@ def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_b
         path,
         table,
         writer.table_schema(key),
-        state_to_metadata(state, run_id=run_id, step="create", consistent=False),
+        state_to_metadata(follow.state, run_id=follow.run_id, step="create", consistent=False),
     )
-    metadata = state_to_metadata(state, run_id=run_id, step=f"writer schema {writer.id}", consistent=False)
+    metadata = state_to_metadata(
+        follow.state, run_id=follow.run_id, step=f"writer schema {writer.id}", consistent=False
+    )
     apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
     # Rows of older writer schemas may lack columns this one has: they read the field defaults.
     defaults = {c.column.name: c.backfill for c in writer.columns if c.backfill is not None}
     resolved, notes = _unknown_defaults(config, table, writer, sorted(absent_before))
     apply_schema.record_column_defaults(spark, path, {**defaults, **resolved}, metadata)
-    sql = f"-- created from writer schema {writer.id} (key schema {use.key_schema})"
+    sql = f"-- created from writer schema {writer.id} (key schema {follow.use.key_schema})"
     after = apply_schema.table_info(spark, path).schema.simpleString()
     ddl_history.record(
-        spark, config.state_path, table=table, ddl=_event(table, use, read, sql), action=ddl_history.APPLIED,
-        detail="; ".join(["CreateTable", *notes]), schema_before=None, schema_after=after, run_id=run_id,
+        spark, config.state_path, table=table, ddl=_event(table, follow.use, follow.read, sql),
+        action=ddl_history.APPLIED,
+        detail="; ".join(["CreateTable", *notes]), schema_before=None, schema_after=after,
+        run_id=follow.run_id,
     )  # fmt: skip
 
 
@@ -366,21 +362,15 @@ def _unknown_defaults(
 
 def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
     """Bring the table to the newest writer schema; returns what changed ("" for nothing)."""
-    table, path, writer, key, use, read = (
-        follow.table,
-        follow.path,
-        follow.writer,
-        follow.key,
-        follow.use,
-        follow.read,
-    )
-    state, run_id = follow.state, follow.run_id
+    table, path, writer, key = follow.table, follow.path, follow.writer, follow.key
     if apply_schema.get_property(spark, path, PROPERTY_WRITER_SCHEMA) == str(writer.id):
         return ""
     info = apply_schema.table_info(spark, path)
     current = [(f.name, column_type_of(f)) for f in info.schema.fields]
     changes = plan_avro.plan_evolution(table, current, info.key, writer, key)
-    metadata = state_to_metadata(state, run_id=run_id, step=f"writer schema {writer.id}", consistent=False)
+    metadata = state_to_metadata(
+        follow.state, run_id=follow.run_id, step=f"writer schema {writer.id}", consistent=False
+    )
     if not changes:  # e.g. only a column comment changed upstream: nothing to do but follow the new id
         apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
         return ""
@@ -393,17 +383,17 @@ def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
         for c in changes
     ]
     text = f"-- writer schema {writer.id}: {plan_avro.describe(changes)}"
-    event = _event(table, use, read, text)
+    event = _event(table, follow.use, follow.read, text)
     before = info.schema.simpleString()
     for change in changes:
         refused = apply_change(spark, config, path, change, metadata)
         if refused is not None:
             ddl_history.record(
                 spark, config.state_path, table=table, ddl=event, action=ddl_history.REJECTED,
-                detail=refused, schema_before=before, schema_after=None, run_id=run_id,
+                detail=refused, schema_before=before, schema_after=None, run_id=follow.run_id,
             )  # fmt: skip
             raise SchemaChangeRejected(
-                f"{table}: writer schema {writer.id} (first seen at {read.first}): {refused}; "
+                f"{table}: writer schema {writer.id} (first seen at {follow.read.first}): {refused}; "
                 "stopped before applying the batch, progress not moved"
             )
     apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
@@ -411,7 +401,7 @@ def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
     ddl_history.record(
         spark, config.state_path, table=table, ddl=event, action=ddl_history.APPLIED,
         detail="; ".join([plan_avro.describe(changes), *notes]), schema_before=before, schema_after=after,
-        run_id=run_id,
+        run_id=follow.run_id,
     )  # fmt: skip
     logger.info("%s: followed writer schema %d: %s", table, writer.id, plan_avro.describe(changes))
     return text
