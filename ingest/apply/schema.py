@@ -34,6 +34,7 @@ from ingest.state.table_state import (
     PROPERTY_SOURCE_TABLE,
     committing,
 )
+from ingest.apply.delta_io import prepare_to_create
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +89,13 @@ def create_table(
     """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table.
 
     ``partitioning`` is recorded when the CREATE TABLE was seen (None: not known, e.g. created from DML).
+    Safe to repeat after a kill at any instant: the table is created or replaced by one commit, and a
+    creation cut short before its first commit is started again.
     """
-    builder = (DeltaTable.replace(spark) if replace else DeltaTable.createIfNotExists(spark)).location(path)
+    exists = prepare_to_create(spark, path)
+    builder = (
+        DeltaTable.replace(spark) if replace and exists else DeltaTable.createIfNotExists(spark)
+    ).location(path)
     for column in schema.columns:
         builder = builder.addColumn(
             column.name, convert.spark_type(column.type), nullable=True, comment=f"tidb: {column.type}"
@@ -410,15 +416,19 @@ def copy_table(
     spark: SparkSession, source_path: str, path: str, table: TableId, metadata: str, *, with_rows: bool = True
 ) -> bool:
     """RENAME (and CREATE TABLE ... LIKE without rows): (re)create the table at ``path`` with the source's
-    schema and key. False: the mirror has no source table."""
+    schema and key. False: the mirror has no source table.
+
+    Safe to repeat after a kill at any instant: a table already there (from a previous attempt, or a retired
+    one) is replaced whole, and a creation cut short before its first commit is started again.
+    """
     if not table_exists(spark, source_path):
         return False
     source = table_info(spark, source_path)
     rows = spark.read.format("delta").load(source_path)
     builder = (
         DeltaTable.replace(spark).location(path)
-        if table_exists(spark, path)
-        else (DeltaTable.createIfNotExists(spark).location(path))
+        if prepare_to_create(spark, path)
+        else DeltaTable.createIfNotExists(spark).location(path)
     )
     builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
     if needs_column_mapping(rows.schema.fieldNames()):

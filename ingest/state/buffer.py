@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply.delta_io import prepare_to_create
 from ingest.model import MESSAGE_COLUMNS
 from ingest.source import MESSAGE_SCHEMA
 
@@ -44,7 +45,7 @@ def replace_buffer(
     """
     rows = pending.select(F.lit(stream_id).alias("stream_id"), *MESSAGE_COLUMNS)
     path = buffer_path(state_path)
-    exists = DeltaTable.isDeltaTable(spark, path)
+    exists = prepare_to_create(spark, path)
     if count == 0 and not exists:
         return
     if not exists:

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply.delta_io import prepare_to_create
 from ingest.model import DdlEvent, TableId, tso_to_datetime
 
 HISTORY_DIR = "ddl_history"
@@ -65,7 +66,8 @@ def record(
         datetime.now(timezone.utc),
     )
     path = history_path(state_path)
-    DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
+    if not prepare_to_create(spark, path):
+        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
     same = (
         (F.col("h.table") == F.col("n.table"))
         & (F.col("h.commit_ts") == F.col("n.commit_ts"))

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply.delta_io import prepare_to_create
 from ingest.apply.merge import BAD_COLUMN
 from ingest.model import TableId
 
@@ -76,7 +77,8 @@ def write(
         F.current_timestamp().alias("quarantined_at"),
     )
     path = quarantine_path(state_path)
-    DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
+    if not prepare_to_create(spark, path):
+        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
     target = DeltaTable.forPath(spark, path).alias("q")
     same = (
         (F.col("q.topic") == F.col("r.topic"))

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply.delta_io import prepare_to_create
 from ingest.decode.simple import VersionedSchema, parse_table_schema
 from ingest.model import TableId
 
@@ -58,7 +59,8 @@ def add(spark: SparkSession, state_path: str, stream_id: str, entries: Iterable[
     if not rows:
         return
     path = cache_path(state_path)
-    DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
+    if not prepare_to_create(spark, path):
+        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
     new = spark.createDataFrame(rows, SCHEMA).dropDuplicates(["database", "table", "version"]).alias("n")
     same = (
         (F.col("c.stream_id") == F.col("n.stream_id"))
