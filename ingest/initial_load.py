@@ -149,14 +149,24 @@ def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
 def _check_target(
     spark: SparkSession, config: LoadConfig, export: source.DumplingExport, committed: progress.Progress
 ) -> None:
-    """A load replaces tables wholesale; never over a mirror by accident, never behind what it applied."""
+    """A load replaces tables wholesale; never over a mirror by accident, never behind what it applied.
+
+    A load that was interrupted (killed, say) is continued without ``force``: no progress was committed yet,
+    and every table of the export that exists holds nothing applied (created by the load, no rows in yet) or
+    exactly this snapshot.
+    """
     stream = config.stream
     existing = {
         t.table: table_state.read_table_state(spark, stream.table_path(t.table.schema, t.table.table))
         for t in export.tables
     }
     present = sorted(str(t) for t, state in existing.items() if state is not None)
-    if not config.force and (committed.run_id or present):
+    interrupted = not committed.run_id and all(
+        state.applied_ts in (0, export.snapshot_ts) for state in existing.values() if state is not None
+    )
+    if present and interrupted:
+        logger.info("continuing an interrupted load of this snapshot: %s", ", ".join(present))
+    if not config.force and not interrupted and (committed.run_id or present):
         what = (
             f"tables {', '.join(present[:5])}{' …' if len(present) > 5 else ''}" if present else "no tables"
         )
