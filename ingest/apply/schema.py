@@ -120,13 +120,18 @@ def _with_mirror_properties(
     builder: DeltaTableBuilder, key: tuple[str, ...], table: TableId
 ) -> DeltaTableBuilder:
     """The table properties every mirrored table carries: Delta features, merge key, source, retired mark."""
-    for name, value in TABLE_PROPERTIES.items():
+    for name, value in _mirror_properties(key, table).items():
         builder = builder.property(name, value)
-    return (
-        builder.property(PROPERTY_KEY_COLUMNS, orjson.dumps(list(key)).decode())
-        .property(PROPERTY_SOURCE_TABLE, str(table))
-        .property(PROPERTY_RETIRED, NOT_RETIRED)
-    )
+    return builder
+
+
+def _mirror_properties(key: tuple[str, ...], table: TableId) -> dict[str, str]:
+    return {
+        **TABLE_PROPERTIES,
+        PROPERTY_KEY_COLUMNS: orjson.dumps(list(key)).decode(),
+        PROPERTY_SOURCE_TABLE: str(table),
+        PROPERTY_RETIRED: NOT_RETIRED,
+    }
 
 
 def needs_column_mapping(names: Iterable[str]) -> bool:
@@ -419,27 +424,33 @@ def copy_table(
     schema and key. False: the mirror has no source table.
 
     Safe to repeat after a kill at any instant: a table already there (from a previous attempt, or a retired
-    one) is replaced whole, and a creation cut short before its first commit is started again.
+    one) is replaced whole, and a creation cut short before its first commit is started again. With rows,
+    one commit defines the table and holds its rows, so no kill leaves it defined but empty under a state
+    that says otherwise (a re-sync's swap carries the table's current state).
     """
     if not table_exists(spark, source_path):
         return False
     source = table_info(spark, source_path)
     rows = spark.read.format("delta").load(source_path)
-    builder = (
-        DeltaTable.replace(spark).location(path)
-        if prepare_to_create(spark, path)
-        else DeltaTable.createIfNotExists(spark).location(path)
-    )
+    exists = prepare_to_create(spark, path)
+    if with_rows:
+        properties = _mirror_properties(source.key, table)
+        if source.partitioning is not None:  # RENAME keeps the partitions, as does CREATE TABLE … LIKE
+            properties[PROPERTY_PARTITIONING] = source.partitioning.to_json()
+        writer = rows.writeTo(f"delta.{quote(path)}").using("delta")
+        for name, value in properties.items():
+            writer = writer.tableProperty(name, value)
+        with committing(spark, metadata):
+            writer.createOrReplace()
+        return True
+    builder = (DeltaTable.replace(spark) if exists else DeltaTable.createIfNotExists(spark)).location(path)
     builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
     if needs_column_mapping(rows.schema.fieldNames()):
         builder = builder.property(*COLUMN_MAPPING)
     if source.partitioning is not None:
-        # RENAME keeps the partitions, and CREATE TABLE … LIKE copies them.
         builder = builder.property(PROPERTY_PARTITIONING, source.partitioning.to_json())
     with committing(spark, metadata):
         builder.execute()
-        if with_rows:
-            rows.write.format("delta").mode("append").save(path)
     return True
 
 

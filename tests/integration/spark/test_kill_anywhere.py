@@ -12,22 +12,33 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from dumpling_export import write_export
+from kill import (
+    KILLS,
+    SEEDS,
+    R,
+    T,
+    child_process,
+    kill_delays,
+    kill_stream,
+    run_args,
+    run_duration,
+    run_killed,
+)
 from mirror import delta_rows, expected_rows
 
-from ingest.config import IngestConfig
+from ingest import progress
+from ingest.config import IngestConfig, LoadConfig
+from ingest.errors import ConfigError
+from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.sample import SIMPLE_FOR_TESTS, Stream
 
-T = TableId("app", "t")
-U = TableId("app", "u")
 STATE_TABLES = ("progress", "buffer", "quarantine", "ddl_history", "schemas")
 
 
@@ -81,130 +92,6 @@ def test_tables_whose_creation_was_cut_short_are_created_again(
     assert all(r.upserted == 0 and r.deleted == 0 and not r.ddls for r in again.tables.values())
 
 
-# -- SIGKILL at random instants -----------------------------------------------------------------------------
-
-PROFILES = {
-    # seeds per protocol, kills per seed
-    "ci": ([1], 2),
-    "explore": (list(range(100, 120)), 4),
-}
-PROFILE = os.environ.get("KILL_PROFILE", "ci")
-SEEDS, KILLS = PROFILES[PROFILE]
-if os.environ.get("KILL_SEEDS"):
-    SEEDS = [int(s) for s in os.environ["KILL_SEEDS"].split(",")]
-
-CHILD = "import sys\nfrom ingest.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-R = TableId("app", "r")
-CHILD_TIMEOUT = 900
-
-
-def kill_stream(protocol: str, rnd: random.Random) -> Stream:
-    """Two tables through every kind of DDL the mirror applies (one renamed, then dropped and created
-    again under its new name), with random inserts, updates, key changes and deletes over four watermarks."""
-    s = Stream(topic="cdc", partitions=2, protocol=protocol)
-    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
-    s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
-    t = 2.0
-
-    def rows(table: TableId, n: int) -> None:
-        nonlocal t
-        for _ in range(n):
-            t += 1
-            ts = s.tso(t)
-            state = s.state_at(ts)[table]
-            key = rnd.randint(1, 12)
-            extra = {c: rnd.randint(0, 9) for c in s.table_columns(table) if c not in ("id", "v")}
-            if (key,) not in state:
-                s.insert(table, {"id": key, "v": f"v{rnd.randint(0, 99)}", **extra}, ts)
-            elif rnd.random() < 0.3:
-                s.delete(table, (key,), ts)
-            elif rnd.random() < 0.3 and (key + 20,) not in state:
-                s.update(table, (key,), {"id": key + 20}, ts)  # key change: DELETE + INSERT
-            else:
-                s.update(table, (key,), {"v": f"v{rnd.randint(0, 99)}"}, ts)
-
-    def ddl(apply: Callable[[int], None]) -> None:
-        nonlocal t
-        t += 1
-        apply(s.tso(t))
-
-    def watermark() -> None:
-        s.watermark(s.tso(t + 0.5))
-
-    rows(T, 8)
-    rows(U, 8)
-    watermark()
-    ddl(lambda ts: s.add_column(T, "ALTER TABLE `t` ADD COLUMN `c` int(11) NOT NULL DEFAULT '7'", ts, "c",
-                                "int", 7))  # fmt: skip
-    rows(T, 4)
-    ddl(lambda ts: s.truncate(U, ts))
-    rows(U, 4)
-    watermark()
-    ddl(lambda ts: s.rename_column(T, "c", "d", ts))
-    ddl(lambda ts: s.drop_column(T, "d", ts))
-    ddl(lambda ts: s.rename_table(U, R, ts))
-    rows(R, 4)
-    rows(T, 4)
-    watermark()
-    ddl(lambda ts: s.drop_table(R, ts))
-    ddl(lambda ts: s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`r`"), ts))
-    rows(R, 4)
-    watermark()
-    rows(T, 2)  # above the final G: stays pending
-    s.watermark(s.tso(t + 0.5), partitions=[0])
-    return s
-
-
-def _run_args(input_dir: Path, lake: Path, protocol: str) -> list[str]:
-    return ["run", "--input", str(input_dir), "--target-path", str(lake), "--protocol", protocol]
-
-
-def _child(args: list[str]) -> subprocess.Popen[bytes]:
-    # Its own process group, so one killpg takes the Spark JVM down with the Python driver.
-    return subprocess.Popen(
-        [sys.executable, "-c", CHILD, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-
-
-def run_killed(args: list[str], delays: list[float]) -> list[str]:
-    """Run the command once per delay, SIGKILLing its process group after that many seconds (unless it
-    finished first); returns what happened to each attempt."""
-    outcomes = []
-    for delay in delays:
-        child = _child(args)
-        try:
-            _, err = child.communicate(timeout=delay)
-            assert child.returncode == 0, err.decode(errors="replace")[-3000:]
-            outcomes.append(f"finished before {delay:.1f}s")
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            outcomes.append(f"killed at {delay:.1f}s")
-    return outcomes
-
-
-_DURATIONS: dict[str, float] = {}
-
-
-def run_duration(key: str, args: list[str]) -> float:
-    """How long one uninterrupted run of the command takes here (measured once per key)."""
-    if key not in _DURATIONS:
-        started = time.monotonic()
-        child = _child(args)
-        _, err = child.communicate(timeout=CHILD_TIMEOUT)
-        assert child.returncode == 0, err.decode(errors="replace")[-3000:]
-        _DURATIONS[key] = time.monotonic() - started
-    return _DURATIONS[key]
-
-
-def kill_delays(rnd: random.Random, duration: float, kills: int) -> list[float]:
-    """Instants inside a run: past the interpreter's and JVM's start, before the run would have ended."""
-    return [rnd.uniform(0.2 * duration, duration) for _ in range(kills)]
-
-
 def assert_mirror(spark, lake: Path, stream: Stream, tables: list[TableId], why: str) -> None:
     g = stream.complete_watermark()
     for table in tables:
@@ -220,12 +107,12 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     stream = kill_stream(protocol, rnd)
     input_dir, lake = tmp_path / "in", tmp_path / "lake"
     stream.write(input_dir)
-    duration = run_duration(protocol, _run_args(input_dir, tmp_path / "uninterrupted", protocol))
+    duration = run_duration(protocol, run_args(input_dir, tmp_path / "uninterrupted", protocol))
     if (tmp_path / "uninterrupted").exists():  # measured here: it also checks the stream itself
-        assert_mirror(spark, tmp_path / "uninterrupted", stream, [T, U, R], f"seed {seed}, uninterrupted")
+        assert_mirror(spark, tmp_path / "uninterrupted", stream, [T, R], f"seed {seed}, uninterrupted")
     delays = kill_delays(rnd, duration, KILLS)
 
-    outcomes = run_killed(_run_args(input_dir, lake, protocol), delays)
+    outcomes = run_killed(run_args(input_dir, lake, protocol), delays)
 
     why = f"seed {seed} ({protocol}, a run takes {duration:.1f}s): {', '.join(outcomes)}"
     config = IngestConfig.from_params(
@@ -233,7 +120,7 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     )
     result = run_files(spark, config)
     assert result.global_watermark == stream.complete_watermark(), why
-    assert_mirror(spark, lake, stream, [T, U, R], why)
+    assert_mirror(spark, lake, stream, [T, R], why)
     again = run_files(spark, config)
     changed = {
         t: (r.upserted, r.deleted, r.ddls)
@@ -241,3 +128,59 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
         if r.upserted or r.deleted or r.ddls
     }
     assert not changed, f"a further run changed {changed}; {why}"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_initial_load_killed_at_random_instants_then_run_again_loads_the_snapshot(spark, tmp_path, seed):
+    rnd = random.Random(seed)
+    stream = kill_stream("canal-json", rnd)
+    snapshot = stream.complete_watermark()
+    creates = {T: SIMPLE_FOR_TESTS, R: SIMPLE_FOR_TESTS.replace("`t`", "`r`")}
+    export = write_export(stream, snapshot, tmp_path / "export", creates, data_format="csv", rows_per_file=4)
+
+    def load_args(lake: Path) -> list[str]:
+        return ["load", "--input", str(export), "--target-path", str(lake)]
+
+    duration = run_duration("load", load_args(tmp_path / "once"))
+    delays = kill_delays(rnd, duration, KILLS)
+
+    outcomes = run_killed(load_args(tmp_path / "lake"), delays)
+
+    why = f"seed {seed} (a load takes {duration:.1f}s): {', '.join(outcomes)}"
+    lake = tmp_path / "lake"
+    params = {"input": str(export), "target-path": str(lake)}
+    if not any(o.startswith("finished") for o in outcomes):
+        load_dumpling(spark, LoadConfig.from_params(params))
+    for table in creates:
+        assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, snapshot), (
+            f"{table}; {why}"
+        )
+        assert progress.read_table_state(spark, f"{lake}/{table.schema}/{table.table}").applied_ts == snapshot
+    assert set(progress.load_progress(spark, f"{lake}/_ingest", "default").tables) == set(creates), why
+    with pytest.raises(ConfigError, match="already holds a mirror"):  # done: a second load is refused
+        load_dumpling(spark, LoadConfig.from_params(params))
+
+
+def test_resync_killed_right_after_its_first_commit_on_the_table_loses_no_row(spark, tmp_path: Path):
+    stream = _small_stream("canal-json")
+    input_dir, lake = tmp_path / "in", tmp_path / "lake"
+    stream.write(input_dir)
+    config = IngestConfig.from_params(
+        {"input": str(input_dir), "target-path": str(lake), "max-bad-ratio": "0.5"}
+    )
+    run_files(spark, config)
+    log = lake / "app" / "t" / "_delta_log"
+    before = set(log.glob("*.json"))
+
+    child = child_process(
+        ["resync", "--table", "app.t", "--input", str(input_dir), "--target-path", str(lake)]
+    )
+    while not set(log.glob("*.json")) - before:
+        assert child.poll() is None, "the re-sync ended without a commit on the table"
+        time.sleep(0.01)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.communicate()
+
+    run_files(spark, config)
+    g = stream.complete_watermark()
+    assert delta_rows(spark, str(lake), T) == expected_rows(stream, T, g)
