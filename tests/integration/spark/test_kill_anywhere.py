@@ -115,6 +115,7 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     outcomes = run_killed(run_args(input_dir, lake, protocol), delays)
 
     why = f"seed {seed} ({protocol}, a run takes {duration:.1f}s): {', '.join(outcomes)}"
+    print(why)  # shown with -rP: where the kills landed
     config = IngestConfig.from_params(
         {"input": str(input_dir), "target-path": str(lake), "protocol": protocol}
     )
@@ -147,6 +148,7 @@ def test_initial_load_killed_at_random_instants_then_run_again_loads_the_snapsho
     outcomes = run_killed(load_args(tmp_path / "lake"), delays)
 
     why = f"seed {seed} (a load takes {duration:.1f}s): {', '.join(outcomes)}"
+    print(why)  # shown with -rP: where the kills landed
     lake = tmp_path / "lake"
     params = {"input": str(export), "target-path": str(lake)}
     if not any(o.startswith("finished") for o in outcomes):
