@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ingest.model import TableId
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 PROFILES = {
     # seeds per protocol, kills per seed

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert
+from ingest.apply.delta_io import prepare_to_create
 from ingest.model import TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan
@@ -34,7 +35,6 @@ from ingest.state.table_state import (
     PROPERTY_SOURCE_TABLE,
     committing,
 )
-from ingest.apply.delta_io import prepare_to_create
 
 logger = logging.getLogger(__name__)
 

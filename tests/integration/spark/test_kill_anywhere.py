@@ -31,14 +31,14 @@ from kill import (
 )
 from mirror import delta_rows, expected_rows
 
-from ingest import progress
 from ingest.apply.delta_io import NotADeltaTable, prepare_to_create
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import ConfigError
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.sample import SIMPLE_FOR_TESTS, Stream
+from ingest.state import progress
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 STATE_TABLES = ("progress", "buffer", "quarantine", "ddl_history", "schemas")
 
