@@ -433,10 +433,12 @@ def copy_table(
     source = table_info(spark, source_path)
     rows = spark.read.format("delta").load(source_path)
     exists = prepare_to_create(spark, path)
+    properties = _mirror_properties(source.key, table)
+    if needs_column_mapping(rows.schema.fieldNames()):
+        properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
+    if source.partitioning is not None:  # RENAME keeps the partitions, as does CREATE TABLE … LIKE
+        properties[PROPERTY_PARTITIONING] = source.partitioning.to_json()
     if with_rows:
-        properties = _mirror_properties(source.key, table)
-        if source.partitioning is not None:  # RENAME keeps the partitions, as does CREATE TABLE … LIKE
-            properties[PROPERTY_PARTITIONING] = source.partitioning.to_json()
         writer = rows.writeTo(f"delta.{quote(path)}").using("delta")
         for name, value in properties.items():
             writer = writer.tableProperty(name, value)
@@ -444,11 +446,9 @@ def copy_table(
             writer.createOrReplace()
         return True
     builder = (DeltaTable.replace(spark) if exists else DeltaTable.createIfNotExists(spark)).location(path)
-    builder = _with_mirror_properties(builder.addColumns(rows.schema), source.key, table)
-    if needs_column_mapping(rows.schema.fieldNames()):
-        builder = builder.property(*COLUMN_MAPPING)
-    if source.partitioning is not None:
-        builder = builder.property(PROPERTY_PARTITIONING, source.partitioning.to_json())
+    builder = builder.addColumns(rows.schema)
+    for name, value in properties.items():
+        builder = builder.property(name, value)
     with committing(spark, metadata):
         builder.execute()
     return True
