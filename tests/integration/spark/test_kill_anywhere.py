@@ -37,7 +37,7 @@ from ingest.errors import ConfigError
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.state import progress
+from ingest.state import progress, table_state
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 STATE_TABLES = ("progress", "buffer", "quarantine", "ddl_history", "schemas")
@@ -157,7 +157,8 @@ def test_initial_load_killed_at_random_instants_then_run_again_loads_the_snapsho
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, snapshot), (
             f"{table}; {why}"
         )
-        assert progress.read_table_state(spark, f"{lake}/{table.schema}/{table.table}").applied_ts == snapshot
+        state = table_state.read_table_state(spark, f"{lake}/{table.schema}/{table.table}")
+        assert state.applied_ts == snapshot
     assert set(progress.load_progress(spark, f"{lake}/_ingest", "default").tables) == set(creates), why
     with pytest.raises(ConfigError, match="already holds a mirror"):  # done: a second load is refused
         load_dumpling(spark, LoadConfig.from_params(params))
