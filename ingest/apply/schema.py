@@ -160,7 +160,8 @@ def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) 
 
     Within the caller's commit context, so the commit carries the table state like the DDL's own.
     """
-    missing = [f for f in dict.fromkeys(features) if f not in _enabled_features(spark, path)]
+    enabled = _enabled_features(spark, path)
+    missing = [f for f in dict.fromkeys(features) if f not in enabled]
     if not missing:
         return
     settings = ", ".join(f"'{name}' = '{value}'" for name, value in missing)
