@@ -113,14 +113,6 @@ def _choice(params: Mapping[str, str], key: str, kind: type[E]) -> E:
         raise ConfigError(f"{key}: {text!r} is not supported; use one of: {accepted}") from exc
 
 
-def _number(params: Mapping[str, str], key: str, what: str) -> float:
-    text = parameters.value(params, _RUN[key]) or ""
-    try:
-        return float(text)
-    except ValueError as exc:
-        raise ConfigError(f"{key}: {text!r} is not {what}") from exc
-
-
 @dataclass(frozen=True)
 class KafkaSource:
     """Where and how a Kafka stream reads. Our progress, not Spark's checkpoint, owns the positions."""
@@ -335,7 +327,7 @@ class IngestConfig:
             timezone=parameters.value(normalized, _RUN["timezone"]) or "",
             partitions=parameters.parse_partitions(partitions) if partitions else None,
             table_name_template=normalized.get("table-name-template") or None,
-            max_bad_ratio=_number(normalized, "max-bad-ratio", "a number"),
+            max_bad_ratio=parameters.number(normalized, _RUN["max-bad-ratio"]),
             stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
             drop_table=_choice(normalized, "drop-table", DropTablePolicy),
             unknown_ddl=_choice(normalized, "unknown-ddl", UnknownDdlPolicy),
@@ -343,7 +335,9 @@ class IngestConfig:
             kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
             input_format=_choice(normalized, "input-format", InputFormat),
             schema_registry=normalized.get("schema-registry") or None,
-            schema_registry_timeout=_number(normalized, "schema-registry-timeout", "a number of seconds"),
+            schema_registry_timeout=parameters.number(
+                normalized, _RUN["schema-registry-timeout"], "a number of seconds"
+            ),
             missing_extension=_choice(normalized, "missing-extension", MissingExtensionPolicy),
             column_defaults=parameters.parse_column_settings(
                 "column-defaults", normalized.get("column-defaults", "")
@@ -469,10 +463,6 @@ class LoadConfig:
                 "be loaded (it keeps every row on one line, so big files split across tasks); export again "
                 "without --escape-backslash=false"
             )
-        try:
-            ratio = float(text("max-bad-ratio"))
-        except ValueError as exc:
-            raise ConfigError(f"max-bad-ratio: {text('max-bad-ratio')!r} is not a number") from exc
         header = parameters.flag(normalized, load["csv-header"]) and not parameters.flag(
             normalized, load["no-header"]
         )
@@ -483,7 +473,7 @@ class LoadConfig:
             state_path=text("state-path"),
             stream_id=text("stream-id"),
             timezone=text("timezone"),
-            max_bad_ratio=ratio,
+            max_bad_ratio=parameters.number(normalized, load["max-bad-ratio"]),
             force=parameters.flag(normalized, load["force"]),
             csv_separator=_unescape_option(text("csv-separator")),
             csv_delimiter=_unescape_option(text("csv-delimiter")),

@@ -154,6 +154,15 @@ def flag(params: Mapping[str, str], parameter: Parameter) -> bool:
     raise ConfigError(f"{parameter.key}: {text!r} is not a boolean; use true or false")
 
 
+def number(params: Mapping[str, str], parameter: Parameter, what: str = "a number") -> float:
+    """A numeric parameter; the error names the key, the value and what it must be."""
+    text = value(params, parameter) or ""
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise ConfigError(f"{parameter.key}: {text!r} is not {what}") from exc
+
+
 def add_flags(parser: argparse.ArgumentParser, parameters: Iterable[Parameter]) -> None:
     """One ``--key`` per parameter. Flags default to unset, so the parameter's own default applies in one
     place (and a config file's value is not overridden by a flag nobody gave)."""
