@@ -352,15 +352,8 @@ class IngestConfig:
             return simple.codec(avro=self.simple_encoding is SimpleEncoding.AVRO)
         if self.protocol is Protocol.AVRO:
             return ticdc_avro.CODEC
-        return canal_json.codec(best_effort=self.offset_order)
-
-    @property
-    def offset_order(self) -> bool:
-        """Canal-JSON without the TiDB extension, applied best effort in offset order (opted into)."""
-        return (
-            self.protocol is Protocol.CANAL_JSON
-            and self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER
-        )
+        # Canal-JSON without the TiDB extension is applied best effort, in offset order, only if opted into.
+        return canal_json.codec(best_effort=self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER)
 
     @property
     def checkpoint_location(self) -> str:

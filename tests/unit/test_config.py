@@ -84,8 +84,8 @@ def test_a_relative_target_path_is_made_absolute_for_delta_sql(tmp_path, monkeyp
 
 def test_missing_extension_is_a_canal_json_policy_that_defaults_to_fail():
     base = {"input": "in", "target-path": "/lake"}
-    assert not IngestConfig.from_params(base).offset_order
-    assert IngestConfig.from_params({**base, "missing-extension": "offset-order"}).offset_order
+    assert not IngestConfig.from_params(base).codec.offset_order
+    assert IngestConfig.from_params({**base, "missing-extension": "offset-order"}).codec.offset_order
     with pytest.raises(ConfigError, match="missing-extension applies to --protocol canal-json only"):
         IngestConfig.from_params({**base, "protocol": "simple", "missing-extension": "offset-order"})
     with pytest.raises(ConfigError, match="missing-extension"):
