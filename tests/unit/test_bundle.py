@@ -94,5 +94,17 @@ def test_the_wheel_artifact_is_what_the_tasks_install():
     assert artifact["type"] == "whl" and artifact["build"] == "python -m build --wheel"
     assert (ROOT / artifact["path"] / "pyproject.toml").exists()
     for job in JOBS.values():
+        environments = {e["environment_key"]: e["spec"] for e in job.get("environments", [])}
         for task in job["tasks"]:
-            assert {"whl": "./dist/*.whl"} in task["libraries"]  # where `python -m build` writes
+            if "environment_key" in task:  # serverless: the wheel is a dependency of the task's environment
+                assert "./dist/*.whl" in environments[task["environment_key"]]["dependencies"]
+            else:
+                assert {"whl": "./dist/*.whl"} in task["libraries"]  # where `python -m build` writes
+
+
+def test_the_serverless_mirror_runs_available_now_on_a_periodic_trigger():
+    job = JOBS["ticdc_mirror_serverless"]
+    trigger = next(p["default"] for p in job["parameters"] if p["name"] == "trigger")
+    assert trigger == "available-now"  # serverless streaming supports no other trigger
+    assert "periodic" in job["trigger"] and "job_clusters" not in job
+    assert all("environment_key" in task and "job_cluster_key" not in task for task in job["tasks"])
