@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply.schema import quote
+from ingest.apply.delta_io import quote
 from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
 from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ConfigError

@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import BAD_COLUMN, normalize
 from ingest.config import LoadConfig
@@ -283,7 +284,7 @@ def _load_rows(
                 f"{quarantine.quarantine_path(config.state_path)}, fix the export and load again with --force"
             )
         rows = changes.where(F.col(BAD_COLUMN) == "").select(
-            *[F.col(apply_schema.quote(c)) for c in columns],
+            *[F.col(delta_io.quote(c)) for c in columns],
             F.lit(snapshot_ts).cast(T.LongType()).alias(COMMIT_TS_COLUMN),
         )
         metadata = state_to_metadata(

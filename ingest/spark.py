@@ -127,6 +127,8 @@ def local_session(
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.showConsoleProgress", "false")
+        # As SparkContext.setLogLevel would, but a conf: a Spark Connect client has no SparkContext.
+        .config("spark.log.level", "WARN")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
@@ -142,7 +144,6 @@ def local_session(
             "access to Maven Central (or pre-fill ~/.m2), and that Java 17 is on PATH. "
             f"Original error: {exc}"
         ) from exc
-    spark.sparkContext.setLogLevel("WARN") if hasattr(spark, "sparkContext") else None
     return spark
 
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import orjson
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ingest.apply import delta_io
 from ingest.config import IngestConfig
 from ingest.model import TableId, tso_to_datetime
 from ingest.state import ddl_history, progress, quarantine, table_state
@@ -97,7 +97,7 @@ def render(committed: progress.Progress, tables: list[TableStatus], now: datetim
 def _last_ddls(spark: SparkSession, state_path: str) -> dict[str, str]:
     """Per table, the statement of the newest DDL the mirror applied or recorded."""
     path = ddl_history.history_path(state_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return {}
     rows = (
         spark.read.format("delta")
@@ -124,7 +124,7 @@ class LagPoint:
 def lag_history(spark: SparkSession, config: IngestConfig) -> list[LagPoint]:
     """Lag over time, from the progress table (one row per committed run), oldest first."""
     path = progress.progress_path(config.state_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return []
     rows = (
         spark.read.format("delta")

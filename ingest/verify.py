@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import asof
+from ingest.apply.delta_io import quote
 from ingest.apply.merge import BAD_COLUMN, normalize
-from ingest.apply.schema import quote
 from ingest.config import LoadConfig
 from ingest.decode import dumpling as dd
 from ingest.errors import AsOfRefused

@@ -37,14 +37,12 @@ print(status.render(committed, tables))
 
 # COMMAND ----------
 
-from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from ingest.state import ddl_history
 
-history_path = ddl_history.history_path(config.state_path)
-if DeltaTable.isDeltaTable(spark, history_path):
-    history = spark.read.format("delta").load(history_path)
+history = ddl_history.read(spark, config.state_path)
+if history is not None:
     if table:
         history = history.where(F.col("table") == table)
     history.orderBy("commit_ts").select("commit_time", "table", "action", "sql", "detail").show(

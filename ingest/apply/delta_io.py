@@ -1,35 +1,384 @@
-"""Creating Delta tables so that a kill at any instant can be followed by simply creating them again. I/O.
+"""Delta I/O through Spark SQL and the DataFrame API only: the same on classic Spark and Spark Connect. I/O.
 
-Delta makes a table's ``_delta_log/`` directory (and ``_delta_log/_staged_commits/``) before it writes the
-table's first commit. A process killed in between leaves a location that is not a table to Delta
-(``DeltaTable.isDeltaTable`` is false, reads fail with DELTA_TABLE_NOT_FOUND) and that Delta also refuses
-to create a table at (``createIfNotExists`` fails with DELTA_TABLE_NOT_FOUND, ``createOrReplace`` with
-DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION). Every creator calls :func:`prepare_to_create` first.
+There is no Delta Connect server plugin for every Spark and Delta pair, and ``delta.tables.DeltaTable``
+needs either that plugin or the JVM gateway; SQL needs neither. Every read, write, MERGE and ALTER of the
+package's Delta tables goes through here: a table is addressed as ``delta.`path```, commit metadata and
+idempotent-write ids are session confs (``state.table_state.committing``), and Delta's errors are told
+apart by their condition (``DELTA_TABLE_NOT_FOUND``, ``DELTA_CONCURRENT_APPEND``, ...), which both clients
+report, rather than by exception class, which differs between them.
 
-Only client-side Spark and Delta APIs are used (no JVM gateway, no SparkContext), so this also runs over
-Spark Connect, where the client may not see the storage at all, and on any storage Spark can write to:
-- the table test is Delta's own (``DeltaTable.isDeltaTable``);
+Creating tables so that a kill at any instant can be followed by simply creating them again: Delta makes a
+table's ``_delta_log/`` directory (and ``_delta_log/_staged_commits/``) before it writes the table's first
+commit. A process killed in between leaves a location that is not a table to Delta (reads fail with
+DELTA_TABLE_NOT_FOUND) and that Delta also refuses to create a table at (``CREATE TABLE IF NOT EXISTS``
+fails with DELTA_TABLE_NOT_FOUND, ``CREATE OR REPLACE`` with DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION).
+Every creator calls :func:`prepare_to_create` first:
+- the table test reads the table's schema (:func:`is_delta_table`), which Delta answers from the log;
 - the log is listed with the ``binaryFile`` source's file index (``inputFiles()``; no file is read). Spark
   skips names starting with ``_`` or ``.``, so the listing shows commits, checkpoints and checksums, and
   not ``_staged_commits/``, ``_last_checkpoint`` or a commit's temporary ``.….tmp`` file;
 - the leftover is removed by overwriting the location with an empty, partitioned DataFrame: Spark's static
   overwrite deletes the directory's contents and a partitioned write of no rows creates no file. Python's
-  file functions would only see the client's own disk.
+  file functions would only see the client's own disk, and over Spark Connect the client may not see the
+  storage at all.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
 
-from delta.tables import DeltaTable
-from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
+from delta.exceptions.base import (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ingest.errors import IngestError
 
 logger = logging.getLogger(__name__)
 
 LOG_DIR = "_delta_log"
+
+# What Delta and Spark say when there is no Delta table at a path: nothing there, a directory without a
+# committed log (or without any), or a directory inside a table.
+NOT_A_TABLE = frozenset(
+    {
+        "PATH_NOT_FOUND",
+        "DELTA_PATH_DOES_NOT_EXIST",
+        "DELTA_TABLE_NOT_FOUND",
+        "DELTA_MISSING_DELTA_TABLE",
+        "DELTA_INVALID_PARTITION_PATH",
+    }
+)
+# Commit conflicts a MERGE is retried on (a condition may carry a subclass: DELTA_CONCURRENT_APPEND.WITH_…).
+CONFLICTS = frozenset(
+    {
+        "DELTA_CONCURRENT_APPEND",
+        "DELTA_CONCURRENT_DELETE_READ",
+        "DELTA_METADATA_CHANGED",
+        "DELTA_PROTOCOL_CHANGED",
+    }
+)
+# On classic Spark, importing ``delta.exceptions`` makes these conflicts arrive as Delta's own classes, which
+# carry no condition; over Spark Connect they arrive as Spark Connect errors with one.
+_CONFLICT_CLASSES = (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# SQL text
+
+
+def quote(name: str) -> str:
+    """Backtick a column, table or path name for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def table_ref(path: str) -> str:
+    """The SQL name of the Delta table at ``path``: ``delta.`path```."""
+    return f"delta.{quote(path)}"
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal holding exactly ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_literal(value: object) -> str:
+    """A Spark SQL literal of a Python value, typed as ``F.lit`` types it (datetimes are refused: a naive one
+    has no zone, and the session's would be guessed)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"CAST({sql_string(repr(value))} AS DOUBLE)"
+    if isinstance(value, Decimal):
+        return f"{value:f}BD"
+    if isinstance(value, str):
+        return sql_string(value)
+    if isinstance(value, datetime):
+        raise TypeError(f"no SQL literal for a datetime ({value!r}): its zone would be guessed")
+    if isinstance(value, date):
+        return f"DATE {sql_string(value.isoformat())}"
+    if isinstance(value, bytes | bytearray):
+        return f"X{sql_string(bytes(value).hex())}"
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
+
+
+def sql_type(data_type: T.DataType) -> str:
+    """A Spark type as SQL DDL text; TIMESTAMP is spelled TIMESTAMP_LTZ so ``spark.sql.timestampType`` cannot
+    turn it into TIMESTAMP_NTZ."""
+    if isinstance(data_type, T.TimestampType):
+        return "TIMESTAMP_LTZ"
+    if isinstance(data_type, T.ArrayType):
+        return f"ARRAY<{sql_type(data_type.elementType)}>"
+    if isinstance(data_type, T.MapType):
+        return f"MAP<{sql_type(data_type.keyType)}, {sql_type(data_type.valueType)}>"
+    if isinstance(data_type, T.StructType):
+        fields = ", ".join(f"{quote(f.name)}: {sql_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT<{fields}>"
+    return data_type.simpleString()
+
+
+def sql_value(spark: SparkSession, value: Column, data_type: T.DataType) -> str:
+    """SQL text for exactly the value that a constant ``value`` of ``data_type`` evaluates to.
+
+    Evaluated once by Spark, and written back in a form that parses to the same value whatever the Python
+    client's zone: binary as hex, a TIMESTAMP as microseconds since the epoch, anything else as its text cast
+    back to the type (Spark's text of a number or date round-trips exactly).
+    """
+    target = sql_type(data_type)
+    if isinstance(data_type, T.BinaryType):
+        text = F.hex(value)
+    elif isinstance(data_type, T.TimestampType):
+        text = F.unix_micros(value).cast("string")
+    else:
+        text = value.cast("string")
+    row = spark.range(1).select(text.alias("v")).first()
+    if row is None or row["v"] is None:
+        return f"CAST(NULL AS {target})"
+    if isinstance(data_type, T.BinaryType):
+        return f"X{sql_string(row['v'])}"
+    if isinstance(data_type, T.TimestampType):
+        return f"timestamp_micros({int(row['v'])})"
+    return f"CAST({sql_string(row['v'])} AS {target})"
+
+
+def column_definition(field: T.StructField) -> str:
+    """A column as CREATE TABLE / ADD COLUMNS write it: name, type, NOT NULL, and its comment if any."""
+    text = f"{quote(field.name)} {sql_type(field.dataType)}"
+    if not field.nullable:
+        text += " NOT NULL"
+    comment = field.metadata.get("comment")
+    if comment is not None:
+        text += f" COMMENT {sql_string(str(comment))}"
+    return text
+
+
+def _properties_sql(properties: Mapping[str, str]) -> str:
+    return ", ".join(f"{sql_string(name)} = {sql_string(value)}" for name, value in properties.items())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors
+
+
+def condition(exc: BaseException) -> str | None:
+    """The error condition of a Spark error (classic or Connect), e.g. ``DELTA_TABLE_NOT_FOUND``."""
+    if isinstance(exc, PySparkException):
+        return exc.getCondition()
+    return None
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """Whether a write lost a race with another commit and may simply be tried again."""
+    if isinstance(exc, _CONFLICT_CLASSES):
+        return True
+    name = condition(exc)
+    return name is not None and name.split(".")[0] in CONFLICTS
+
+
+def is_not_a_table(exc: BaseException) -> bool:
+    """Whether an error says there is no Delta table at the path read."""
+    name = condition(exc)
+    return isinstance(exc, AnalysisException) and name is not None and name.split(".")[0] in NOT_A_TABLE
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def read(spark: SparkSession, path: str) -> DataFrame:
+    return spark.read.format("delta").load(path)
+
+
+def is_delta_table(spark: SparkSession, path: str) -> bool:
+    """Whether a Delta table with at least one commit is at ``path`` (as ``DeltaTable.isDeltaTable``).
+
+    Resolving the table's schema reads the log's newest state only, and says so quietly when there is none.
+    """
+    try:
+        read(spark, path).schema  # noqa: B018 - resolving the read is the test
+    except AnalysisException as exc:
+        if is_not_a_table(exc):
+            return False
+        raise
+    return True
+
+
+def detail(spark: SparkSession, path: str) -> Row:
+    """``DESCRIBE DETAIL``: one row with the table's format, location, properties, tableFeatures, ..."""
+    row = spark.sql(f"DESCRIBE DETAIL {table_ref(path)}").first()
+    if row is None:  # pragma: no cover - Delta always answers one row
+        raise IngestError(f"{path}: DESCRIBE DETAIL returned nothing")
+    return row
+
+
+def properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table's properties (``TBLPROPERTIES``)."""
+    return dict(detail(spark, path)["properties"] or {})
+
+
+def history(spark: SparkSession, path: str, limit: int | None = None) -> DataFrame:
+    """``DESCRIBE HISTORY``, newest first; ``limit``: only that many of the newest commits."""
+    return spark.sql(f"DESCRIBE HISTORY {table_ref(path)}" + (f" LIMIT {int(limit)}" if limit else ""))
+
+
+def list_files(spark: SparkSession, path: str) -> list[str] | None:
+    """The files Spark sees under ``path`` (or ``path`` itself, a file), sorted; None when nothing is there.
+
+    No file is read. Names starting with ``_`` or ``.`` are skipped, as Spark's file sources skip them.
+    """
+    try:
+        # Two paths, not one: for a single path Spark first probes it for a streaming sink's metadata and
+        # logs a stack trace when it does not exist.
+        return sorted(set(spark.read.format("binaryFile").load([path, path]).inputFiles()))
+    except AnalysisException as exc:
+        if condition(exc) == "PATH_NOT_FOUND":
+            return None
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Creating and altering
+
+
+def create_table(
+    spark: SparkSession,
+    path: str,
+    schema: T.StructType,
+    *,
+    properties: Mapping[str, str] | None = None,
+    partition_by: Sequence[str] = (),
+    replace: bool = False,
+) -> None:
+    """CREATE TABLE IF NOT EXISTS (``replace``: REPLACE TABLE, which needs one there) at ``path``.
+
+    Column comments come from each field's ``comment`` metadata. Callers run :func:`prepare_to_create` first.
+    """
+    verb = "REPLACE TABLE" if replace else "CREATE TABLE IF NOT EXISTS"
+    columns = ", ".join(column_definition(f) for f in schema.fields)
+    text = f"{verb} {table_ref(path)} ({columns}) USING DELTA"
+    if partition_by:
+        text += f" PARTITIONED BY ({', '.join(quote(c) for c in partition_by)})"
+    if properties:
+        text += f" TBLPROPERTIES ({_properties_sql(properties)})"
+    spark.sql(text)
+
+
+def alter_table(spark: SparkSession, path: str, action: str) -> None:
+    """``ALTER TABLE delta.`path` <action>``."""
+    spark.sql(f"ALTER TABLE {table_ref(path)} {action}")
+
+
+def set_properties(spark: SparkSession, path: str, properties: Mapping[str, str]) -> None:
+    """ALTER TABLE SET TBLPROPERTIES: one commit for all of them."""
+    if properties:
+        alter_table(spark, path, f"SET TBLPROPERTIES ({_properties_sql(properties)})")
+
+
+def add_column(spark: SparkSession, path: str, field: T.StructField, position: str = "") -> None:
+    """ALTER TABLE ADD COLUMNS; ``position``: "" (last), "FIRST" or "AFTER `c`" (see :func:`after`)."""
+    alter_table(spark, path, f"ADD COLUMNS ({column_definition(field)}{' ' + position if position else ''})")
+
+
+def after(name: str) -> str:
+    return f"AFTER {quote(name)}"
+
+
+def drop_column(spark: SparkSession, path: str, name: str) -> None:
+    alter_table(spark, path, f"DROP COLUMN {quote(name)}")
+
+
+def rename_column(spark: SparkSession, path: str, old: str, new: str) -> None:
+    alter_table(spark, path, f"RENAME COLUMN {quote(old)} TO {quote(new)}")
+
+
+def change_column_type(spark: SparkSession, path: str, name: str, data_type: T.DataType) -> None:
+    alter_table(spark, path, f"ALTER COLUMN {quote(name)} TYPE {sql_type(data_type)}")
+
+
+def comment_column(spark: SparkSession, path: str, name: str, comment: str) -> None:
+    alter_table(spark, path, f"ALTER COLUMN {quote(name)} COMMENT {sql_string(comment)}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writing rows
+
+
+@contextmanager
+def temp_view(spark: SparkSession, frame: DataFrame, prefix: str = "ingest_source") -> Iterator[str]:
+    """A session temp view of ``frame`` under a name no other caller uses; dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex}"
+    frame.createOrReplaceTempView(name)
+    try:
+        yield name
+    finally:
+        spark.catalog.dropTempView(name)
+
+
+def merge(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    on: str,
+    *clauses: str,
+    target: str = "t",
+    alias: str = "s",
+) -> dict[str, Any]:
+    """``MERGE INTO delta.`path` <target> USING <source> <alias> ON <on> <clauses>``; returns Delta's metrics.
+
+    ``clauses`` are SQL text, in order: ``WHEN MATCHED AND … THEN UPDATE SET …``, ``WHEN NOT MATCHED THEN
+    INSERT *``, ... The metrics are ``num_affected_rows``, ``num_updated_rows``, ``num_deleted_rows`` and
+    ``num_inserted_rows`` (empty when Delta reports none).
+    """
+    with temp_view(spark, source, "ingest_merge") as view:
+        text = f"MERGE INTO {table_ref(path)} AS {target} USING {quote(view)} AS {alias} ON {on}"
+        metrics = spark.sql(" ".join([text, *clauses])).first()
+    return metrics.asDict() if metrics is not None else {}
+
+
+def update(spark: SparkSession, path: str, values: Mapping[str, str], where: str | None = None) -> None:
+    """``UPDATE … SET <column> = <SQL expression>, … [WHERE <where>]``."""
+    assignments = ", ".join(f"{quote(name)} = {value}" for name, value in values.items())
+    spark.sql(f"UPDATE {table_ref(path)} SET {assignments}" + (f" WHERE {where}" if where else ""))
+
+
+def delete(spark: SparkSession, path: str, where: str | None = None) -> None:
+    """``DELETE FROM … [WHERE <where>]``; every row without a predicate."""
+    spark.sql(f"DELETE FROM {table_ref(path)}" + (f" WHERE {where}" if where else ""))
+
+
+def optimize(spark: SparkSession, path: str) -> None:
+    """Compact the table's small files (``OPTIMIZE``)."""
+    spark.sql(f"OPTIMIZE {table_ref(path)}")
+
+
+def write(frame: DataFrame, path: str, mode: str = "append", **options: str) -> None:
+    """Append (or overwrite, with ``replaceWhere``, ``overwriteSchema``, ... as options) rows to the table."""
+    frame.write.format("delta").mode(mode).options(**options).save(path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Creating again after a kill
 
 
 class NotADeltaTable(IngestError):
@@ -47,17 +396,12 @@ def prepare_to_create(spark: SparkSession, path: str) -> bool:
     Raises:
         NotADeltaTable: the log holds files, yet Delta reads no table there.
     """
-    if DeltaTable.isDeltaTable(spark, path):
+    if is_delta_table(spark, path):
         return True
     log = f"{path.rstrip('/')}/{LOG_DIR}"
-    try:
-        # Two paths, not one: for a single path Spark first probes it for a streaming sink's metadata and
-        # logs a stack trace when it does not exist, which is the common case (a table never created).
-        files = sorted(set(spark.read.format("binaryFile").load([log, log]).inputFiles()))
-    except AnalysisException as exc:
-        if exc.getCondition() == "PATH_NOT_FOUND":
-            return False
-        raise
+    files = list_files(spark, log)
+    if files is None:  # the common case: a table never created
+        return False
     if files:
         raise NotADeltaTable(
             f"{path}: {LOG_DIR} holds {len(files)} file(s) (e.g. {files[0]}) but Delta reads no table "

@@ -15,25 +15,19 @@ from decimal import Decimal
 from functools import reduce
 from typing import Any
 
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteReadException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from tenacity import (
     before_sleep_log,
     retry,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     wait_random_exponential,
 )
 
-from ingest.apply import convert
+from ingest.apply import convert, delta_io
+from ingest.apply.delta_io import quote, sql_literal
 from ingest.model import MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
 from ingest.state.table_state import COMMIT_TS_COLUMN, committing
@@ -49,10 +43,6 @@ class MergeResult:
     upserted: int
     deleted: int
     source_rows: int
-
-
-def _col(prefix: str, name: str) -> Column:
-    return F.col(f"{prefix}.`{name.replace('`', '``')}`")
 
 
 def _image(name: str, image: Column) -> Column:
@@ -218,16 +208,8 @@ def _boundable(value: object) -> bool:
     return isinstance(value, _BOUNDABLE) and not isinstance(value, datetime)
 
 
-_CONFLICTS = (
-    ConcurrentAppendException,
-    ConcurrentDeleteReadException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
-
-
 @retry(
-    retry=retry_if_exception_type(_CONFLICTS),
+    retry=retry_if_exception(delta_io.is_commit_conflict),
     stop=stop_after_attempt(5),
     wait=wait_random_exponential(multiplier=0.5, max=30),
     before_sleep=before_sleep_log(logger, logging.WARNING),
@@ -253,31 +235,31 @@ def apply_merge(
     ``by_offset`` (TiCDC Avro): a DELETE carries no commitTs and always deletes; an upsert still never
     overwrites a row with a newer commitTs, and without commitTs (no TiDB extension) it always writes.
     """
-    target = DeltaTable.forPath(spark, path).alias("t")
-    condition = reduce(
-        lambda acc, k: acc & (_col("t", k) == _col("s", k)), key[1:], _col("t", key[0]) == _col("s", key[0])
-    )
+    condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key)
     if bounds is not None:
-        condition = condition & _col("t", key[0]).between(F.lit(bounds[0]), F.lit(bounds[1]))
-    values: dict[str, str | Column] = {f"`{c}`": _col("s", c) for c in [*columns, COMMIT_TS_COLUMN]}
-    s_ts, t_ts, rank = _col("s", COMMIT_TS_COLUMN), _col("t", COMMIT_TS_COLUMN), _col("s", RANK_COLUMN)
+        condition += f" AND t.{quote(key[0])} BETWEEN {sql_literal(bounds[0])} AND {sql_literal(bounds[1])}"
+    names = [quote(c) for c in [*columns, COMMIT_TS_COLUMN]]
+    s_ts, t_ts = f"s.{quote(COMMIT_TS_COLUMN)}", f"t.{quote(COMMIT_TS_COLUMN)}"
+    rank = f"s.{quote(RANK_COLUMN)}"
     if by_offset:
-        newer_or_same = s_ts.isNull() | t_ts.isNull() | (t_ts <= s_ts)
-        delete_guard: Column = F.lit(True)
+        newer_or_same, delete_guard = f"({s_ts} IS NULL OR {t_ts} IS NULL OR {t_ts} <= {s_ts})", "TRUE"
     else:
-        newer_or_same, delete_guard = t_ts <= s_ts, t_ts < s_ts
+        newer_or_same, delete_guard = f"{t_ts} <= {s_ts}", f"{t_ts} < {s_ts}"
+    upsert, delete = f"{rank} = {sql_literal(RANK_UPSERT)}", f"{rank} = {sql_literal(RANK_DELETE)}"
     with committing(spark, metadata, txn):
-        metrics = (
-            target.merge(source.alias("s"), condition)
-            .whenMatchedUpdate(condition=(rank == RANK_UPSERT) & newer_or_same, set=values)
-            .whenMatchedDelete(condition=(rank == RANK_DELETE) & delete_guard)
-            .whenNotMatchedInsert(condition=rank == RANK_UPSERT, values=values)
-            .execute()
+        stats = delta_io.merge(
+            spark,
+            path,
+            source,
+            condition,
+            f"WHEN MATCHED AND {upsert} AND {newer_or_same} THEN UPDATE SET "
+            + ", ".join(f"t.{n} = s.{n}" for n in names),
+            f"WHEN MATCHED AND {delete} AND {delete_guard} THEN DELETE",
+            f"WHEN NOT MATCHED AND {upsert} THEN INSERT ({', '.join(names)}) "
+            f"VALUES ({', '.join(f's.{n}' for n in names)})",
         )
-    row = metrics.first() if metrics is not None else None
-    if row is None:
+    if not stats:
         return MergeResult(0, 0, 0)
-    stats = row.asDict()
     return MergeResult(
         upserted=int(stats.get("num_updated_rows", 0) or 0) + int(stats.get("num_inserted_rows", 0) or 0),
         deleted=int(stats.get("num_deleted_rows", 0) or 0),

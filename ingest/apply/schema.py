@@ -11,16 +11,14 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import reduce
 
 import orjson
-from delta.tables import DeltaTable, DeltaTableBuilder
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import convert
-from ingest.apply.delta_io import prepare_to_create
+from ingest.apply import convert, delta_io
+from ingest.apply.delta_io import prepare_to_create, quote, sql_literal, sql_string
 from ingest.model import TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan
@@ -53,13 +51,8 @@ TIMESTAMP_NTZ = ("delta.feature.timestampNtz", "supported")
 _UNMAPPED_NAME_CHARS = set(" ,;{}()\n\t=")
 
 
-def quote(name: str) -> str:
-    """Backtick a column or table name for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def table_exists(spark: SparkSession, path: str) -> bool:
-    return bool(DeltaTable.isDeltaTable(spark, path))
+    return delta_io.is_delta_table(spark, path)
 
 
 @dataclass(frozen=True)
@@ -93,39 +86,26 @@ def create_table(
     creation cut short before its first commit is started again.
     """
     exists = prepare_to_create(spark, path)
-    builder = (
-        DeltaTable.replace(spark) if replace and exists else DeltaTable.createIfNotExists(spark)
-    ).location(path)
-    for column in schema.columns:
-        builder = builder.addColumn(
-            column.name, convert.spark_type(column.type), nullable=True, comment=f"tidb: {column.type}"
-        )
-    builder = builder.addColumn(
-        COMMIT_TS_COLUMN,
-        T.LongType(),
-        nullable=True,
-        comment="TiDB commitTs of the change that wrote the row",
-    )
-    builder = _with_mirror_properties(builder, schema.key, table)
+    fields = [_field(c.name, convert.spark_type(c.type), f"tidb: {c.type}") for c in schema.columns]
+    fields.append(_field(COMMIT_TS_COLUMN, T.LongType(), "TiDB commitTs of the change that wrote the row"))
+    properties = _mirror_properties(schema.key, table)
     if needs_column_mapping(c.name for c in schema.columns):
-        builder = builder.property(*COLUMN_MAPPING)
+        properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if partitioning is not None:
-        builder = builder.property(PROPERTY_PARTITIONING, partitioning.to_json())
+        properties[PROPERTY_PARTITIONING] = partitioning.to_json()
     with committing(spark, metadata):
-        builder.execute()
+        delta_io.create_table(
+            spark, path, T.StructType(fields), properties=properties, replace=replace and exists
+        )
     logger.info("created Delta table %s at %s, key %s", table, path, ", ".join(schema.key))
 
 
-def _with_mirror_properties(
-    builder: DeltaTableBuilder, key: tuple[str, ...], table: TableId
-) -> DeltaTableBuilder:
-    """The table properties every mirrored table carries: Delta features, merge key, source, retired mark."""
-    for name, value in _mirror_properties(key, table).items():
-        builder = builder.property(name, value)
-    return builder
+def _field(name: str, data_type: T.DataType, comment: str) -> T.StructField:
+    return T.StructField(name, data_type, nullable=True, metadata={"comment": comment})
 
 
 def _mirror_properties(key: tuple[str, ...], table: TableId) -> dict[str, str]:
+    """The table properties every mirrored table carries: Delta features, merge key, source, retired mark."""
     return {
         **TABLE_PROPERTIES,
         PROPERTY_KEY_COLUMNS: orjson.dumps(list(key)).decode(),
@@ -141,9 +121,7 @@ def needs_column_mapping(names: Iterable[str]) -> bool:
 
 def _enabled_features(spark: SparkSession, path: str) -> set[tuple[str, str]]:
     """Which of the on-demand features (:data:`COLUMN_MAPPING`, ...) the table has: one detail read."""
-    detail = spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").select("properties", "tableFeatures").first()
-    if detail is None:
-        return set()
+    detail = delta_io.detail(spark, path)
     properties, features = detail["properties"] or {}, set(detail["tableFeatures"] or ())
     enabled = set()
     if properties.get(COLUMN_MAPPING[0], "none") != "none":
@@ -164,8 +142,7 @@ def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) 
     missing = [f for f in dict.fromkeys(features) if f not in enabled]
     if not missing:
         return
-    settings = ", ".join(f"'{name}' = '{value}'" for name, value in missing)
-    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
+    delta_io.set_properties(spark, path, dict(missing))
     logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(name for name, _ in missing))
 
 
@@ -178,29 +155,24 @@ def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
     parts = name.split(".")
     if len(parts) >= 2:
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {'.'.join(quote(p) for p in parts[:-1])}")
-    location = path.replace("'", "\\'")
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {'.'.join(quote(p) for p in parts)} USING DELTA LOCATION '{location}'"
-    )
+    name = ".".join(quote(p) for p in parts)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION {sql_string(path)}")
 
 
 def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone: str, metadata: str) -> None:
     """ALTER TABLE ADD COLUMNS (if absent), then give existing rows the value upstream reads for them."""
     data_type = convert.spark_type(change.column.type)
-    position = " FIRST" if change.first else (f" AFTER {quote(change.after)}" if change.after else "")
+    position = "FIRST" if change.first else (delta_io.after(change.after) if change.after else "")
     exists = change.column.name in table_info(spark, path).columns
     with committing(spark, metadata):
         if not exists:
             mapping = (COLUMN_MAPPING,) if needs_column_mapping([change.column.name]) else ()
             enable_features(spark, path, *mapping, *_features_for_type(data_type))
-            spark.sql(
-                f"ALTER TABLE delta.{quote(path)} ADD COLUMNS "
-                f"({quote(change.column.name)} {data_type.simpleString()} "
-                f"COMMENT 'tidb: {change.column.type}'{position})"
-            )
+            field = _field(change.column.name, data_type, f"tidb: {change.column.type}")
+            delta_io.add_column(spark, path, field, position)
         if change.backfill is not None:
             value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
-            DeltaTable.forPath(spark, path).update(set={change.column.name: value})
+            delta_io.update(spark, path, {change.column.name: delta_io.sql_value(spark, value, data_type)})
             _set_column_defaults(
                 spark, path, {**column_defaults(spark, path), change.column.name: change.backfill}
             )
@@ -217,8 +189,7 @@ def column_defaults(spark: SparkSession, path: str) -> dict[str, str]:
 
 def _set_column_defaults(spark: SparkSession, path: str, defaults: dict[str, str]) -> None:
     """Within the caller's commit context."""
-    value = _sql_string(orjson.dumps(defaults).decode())
-    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{PROPERTY_COLUMN_DEFAULTS}' = {value})")
+    delta_io.set_properties(spark, path, {PROPERTY_COLUMN_DEFAULTS: orjson.dumps(defaults).decode()})
 
 
 def record_column_defaults(spark: SparkSession, path: str, defaults: dict[str, str], metadata: str) -> None:
@@ -230,7 +201,7 @@ def record_column_defaults(spark: SparkSession, path: str, defaults: dict[str, s
 
 def truncate(spark: SparkSession, path: str, metadata: str) -> None:
     with committing(spark, metadata):
-        DeltaTable.forPath(spark, path).delete()
+        delta_io.delete(spark, path)
 
 
 def delete_partition_rows(
@@ -243,7 +214,7 @@ def delete_partition_rows(
     """
     with committing(spark, metadata):
         if change.rows.clauses:
-            DeltaTable.forPath(spark, path).delete(partition_predicate(change.rows))
+            delta_io.delete(spark, path, partition_predicate(change.rows))
         _set_partitioning(spark, path, change.partitioning)
 
 
@@ -253,42 +224,41 @@ def set_partitioning(spark: SparkSession, path: str, partitioning: Partitioning,
 
 
 def _set_partitioning(spark: SparkSession, path: str, partitioning: Partitioning) -> None:
-    spark.sql(
-        f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
-        f"('{PROPERTY_PARTITIONING}' = {_sql_string(partitioning.to_json())})"
-    )
+    delta_io.set_properties(spark, path, {PROPERTY_PARTITIONING: partitioning.to_json()})
 
 
-def partition_predicate(rows: PartitionRows) -> Column:
-    """The rows of some partitions as a Spark condition (true or false, never NULL)."""
-    column = F.col(quote(rows.column))
+def partition_predicate(rows: PartitionRows) -> str:
+    """The rows of some partitions as a Spark SQL condition (true or false, never NULL)."""
+    column = quote(rows.column)
 
-    def literal(text: str) -> Column:
+    def literal(text: str) -> str:
         if rows.kind == partitions.INTEGER:
             # A Decimal literal compares exactly with every integer column, BIGINT UNSIGNED's DECIMAL(20,0)
             # included, and a bound beyond the column's range still compares right.
-            return F.lit(Decimal(text))
-        return F.lit(text).cast("date" if rows.kind == partitions.DATE else "timestamp_ntz")
+            return sql_literal(Decimal(text))
+        return f"CAST({sql_string(text)} AS {'DATE' if rows.kind == partitions.DATE else 'TIMESTAMP_NTZ'})"
 
-    def condition(clause: partitions.Clause) -> Column:
+    def condition(clause: partitions.Clause) -> str:
         if isinstance(clause, partitions.IsNull):
-            return column.isNull()
+            return f"({column} IS NULL)"
         if isinstance(clause, partitions.InValues):
-            return F.coalesce(column.isin([literal(v) for v in clause.values]), F.lit(False))
+            if not clause.values:
+                return "FALSE"
+            return f"coalesce({column} IN ({', '.join(literal(v) for v in clause.values)}), FALSE)"
         if isinstance(clause, partitions.InRange):
-            parts = [F.lit(True)]
+            parts = ["TRUE"]
             if clause.low is not None:
-                parts.append(column >= literal(clause.low))
+                parts.append(f"{column} >= {literal(clause.low)}")
             if clause.high is not None:
-                parts.append(column < literal(clause.high))
-            return F.coalesce(reduce(lambda a, b: a & b, parts), F.lit(False))
+                parts.append(f"{column} < {literal(clause.high)}")
+            return f"coalesce({' AND '.join(parts)}, FALSE)"
         if isinstance(clause, partitions.HashRemainder):
-            remainder = F.abs(column % F.lit(clause.modulus)) == F.lit(clause.remainder)
-            return F.coalesce(remainder, F.lit(False))
-        return ~any_of(clause.clauses)
+            remainder = f"abs({column} % {sql_literal(clause.modulus)}) = {sql_literal(clause.remainder)}"
+            return f"coalesce({remainder}, FALSE)"
+        return f"(NOT {any_of(clause.clauses)})"
 
-    def any_of(clauses: tuple[partitions.Clause, ...]) -> Column:
-        return reduce(lambda a, b: a | b, [condition(c) for c in clauses], F.lit(False))
+    def any_of(clauses: tuple[partitions.Clause, ...]) -> str:
+        return "(" + " OR ".join(["FALSE", *(condition(c) for c in clauses)]) + ")"
 
     return any_of(rows.clauses)
 
@@ -296,18 +266,14 @@ def partition_predicate(rows: PartitionRows) -> Column:
 def mark_applied(spark: SparkSession, path: str, applied_ts: int, metadata: str) -> None:
     """A commit that always happens and records the table state (also readable as a table property)."""
     with committing(spark, metadata):
-        spark.sql(
-            f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{PROPERTY_APPLIED_TS}' = '{applied_ts}')"
-        )
+        delta_io.set_properties(spark, path, {PROPERTY_APPLIED_TS: str(applied_ts)})
 
 
 def table_info(spark: SparkSession, path: str) -> TableInfo:
     """The Delta table's upstream columns (ours excluded), key columns and retired mark."""
-    table = DeltaTable.forPath(spark, path)
-    detail = table.detail().select("properties").first()
-    properties = detail["properties"] if detail is not None else {}
+    properties = delta_io.properties(spark, path)
     key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
-    fields = [f for f in table.toDF().schema.fields if not f.name.startswith("_tidb_")]
+    fields = [f for f in delta_io.read(spark, path).schema.fields if not f.name.startswith("_tidb_")]
     retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
     recorded = properties.get(PROPERTY_PARTITIONING)
     partitioning = partitions.from_json(recorded) if recorded else None
@@ -320,7 +286,7 @@ def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> Non
         defaults = column_defaults(spark, path)
         with committing(spark, metadata):
             enable_features(spark, path, COLUMN_MAPPING)
-            spark.sql(f"ALTER TABLE delta.{quote(path)} DROP COLUMN {quote(name)}")
+            delta_io.drop_column(spark, path, name)
             if name in defaults:
                 _set_column_defaults(spark, path, {k: v for k, v in defaults.items() if k != name})
 
@@ -333,15 +299,12 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
     defaults = column_defaults(spark, path)
     with committing(spark, metadata):
         enable_features(spark, path, COLUMN_MAPPING)
-        spark.sql(f"ALTER TABLE delta.{quote(path)} RENAME COLUMN {quote(old)} TO {quote(new)}")
+        delta_io.rename_column(spark, path, old, new)
         if old in defaults:
             _set_column_defaults(spark, path, {(new if k == old else k): v for k, v in defaults.items()})
         if old in info.key:
             key = [new if k == old else k for k in info.key]
-            spark.sql(
-                f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
-                f"('{PROPERTY_KEY_COLUMNS}' = {_sql_string(orjson.dumps(key).decode())})"
-            )
+            delta_io.set_properties(spark, path, {PROPERTY_KEY_COLUMNS: orjson.dumps(key).decode()})
         if info.partitioning is not None and info.partitioning.column == old:
             _set_partitioning(spark, path, dataclasses.replace(info.partitioning, column=new))
 
@@ -359,22 +322,15 @@ def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadat
     with committing(spark, metadata):
         if current != target:
             enable_features(spark, path, TYPE_WIDENING, *_features_for_type(target))
-            column = quote(change.name)
-            spark.sql(f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {column} TYPE {target.simpleString()}")
-        spark.sql(
-            f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {quote(change.name)} "
-            f"COMMENT {_sql_string(f'tidb: {change.type}')}"
-        )
+            delta_io.change_column_type(spark, path, change.name, target)
+        delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
     return None
 
 
 def change_key(spark: SparkSession, path: str, key: tuple[str, ...], metadata: str) -> None:
     """Merge on ``key`` from now on (ADD/DROP PRIMARY KEY). Rows are unique on it upstream, so here too."""
     with committing(spark, metadata):
-        spark.sql(
-            f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES "
-            f"('{PROPERTY_KEY_COLUMNS}' = {_sql_string(orjson.dumps(list(key)).decode())})"
-        )
+        delta_io.set_properties(spark, path, {PROPERTY_KEY_COLUMNS: orjson.dumps(list(key)).decode()})
     logger.info("%s: merge key is now %s", path, ", ".join(key))
 
 
@@ -386,7 +342,7 @@ def rewrite_column(spark: SparkSession, path: str, change: plan.ChangeType, meta
     turning into NULL. Returns why not, or None when done.
     """
     target = convert.spark_type(change.type)
-    table = spark.read.format("delta").load(path)
+    table = delta_io.read(spark, path)
     column = F.col(quote(change.name))
     cast = column.cast(target) if isinstance(target, T.StringType) else column.try_cast(target)
     lost = table.where(column.isNotNull() & cast.isNull()).count()
@@ -394,17 +350,8 @@ def rewrite_column(spark: SparkSession, path: str, change: plan.ChangeType, meta
         return f"{lost} row(s) hold values that do not convert to {target.simpleString()} ({change.type})"
     with committing(spark, metadata):
         enable_features(spark, path, *_features_for_type(target))
-        (
-            table.withColumn(change.name, cast)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .save(path)
-        )
-        spark.sql(
-            f"ALTER TABLE delta.{quote(path)} ALTER COLUMN {quote(change.name)} "
-            f"COMMENT {_sql_string(f'tidb: {change.type}')}"
-        )
+        delta_io.write(table.withColumn(change.name, cast), path, "overwrite", overwriteSchema="true")
+        delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
     logger.info("rewrote %s with column %s as %s", path, change.name, target.simpleString())
     return None
 
@@ -413,9 +360,8 @@ def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadat
     """Mark a table whose upstream table is gone; its last rows stay readable unless ``keep_rows`` is off."""
     with committing(spark, metadata):
         if not keep_rows:
-            DeltaTable.forPath(spark, path).delete()
-        mark = f"'{PROPERTY_RETIRED}' = {_sql_string(reason)}"
-        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({mark})")
+            delta_io.delete(spark, path)
+        delta_io.set_properties(spark, path, {PROPERTY_RETIRED: reason})
 
 
 def copy_table(
@@ -432,7 +378,7 @@ def copy_table(
     if not table_exists(spark, source_path):
         return False
     source = table_info(spark, source_path)
-    rows = spark.read.format("delta").load(source_path)
+    rows = delta_io.read(spark, source_path)
     exists = prepare_to_create(spark, path)
     properties = _mirror_properties(source.key, table)
     if needs_column_mapping(rows.schema.fieldNames()):
@@ -446,17 +392,9 @@ def copy_table(
         with committing(spark, metadata):
             writer.createOrReplace()
         return True
-    builder = (DeltaTable.replace(spark) if exists else DeltaTable.createIfNotExists(spark)).location(path)
-    builder = builder.addColumns(rows.schema)
-    for name, value in properties.items():
-        builder = builder.property(name, value)
     with committing(spark, metadata):
-        builder.execute()
+        delta_io.create_table(spark, path, rows.schema, properties=properties, replace=exists)
     return True
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 PROPERTY_COLUMN_DEFAULTS = "ticdc.columnDefaults"
@@ -465,9 +403,8 @@ PROPERTY_COLUMN_DEFAULTS = "ticdc.columnDefaults"
 def set_property(spark: SparkSession, path: str, name: str, value: str, metadata: str) -> None:
     """Record one of our table properties (e.g. the writer schema a TiCDC Avro table follows)."""
     with committing(spark, metadata):
-        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{name}' = {_sql_string(value)})")
+        delta_io.set_properties(spark, path, {name: value})
 
 
 def get_property(spark: SparkSession, path: str, name: str) -> str | None:
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    return None if detail is None else detail["properties"].get(name)
+    return delta_io.properties(spark, path).get(name)

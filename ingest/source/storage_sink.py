@@ -28,13 +28,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ingest.apply.delta_io import list_files
 from ingest.decode import canal_json as cj
 from ingest.errors import ConfigError
 from ingest.model import MESSAGE_COLUMNS, PartitionId
@@ -73,14 +73,8 @@ class DataFile:
 
 
 def _exists(spark: SparkSession, path: str) -> bool:
-    """Ask the file system first: Spark logs a long stack trace before it says a path does not exist."""
-    try:
-        jvm: Any = spark._jvm
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-        fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
-        return bool(fs.exists(hadoop_path))
-    except Exception:  # no JVM gateway (Spark Connect): let the read find out
-        return True
+    """Ask first, quietly: reading a missing path logs a long stack trace before Spark says it is missing."""
+    return bool(list_files(spark, path))
 
 
 def read_checkpoint(spark: SparkSession, input_path: str) -> tuple[str, int] | None:

@@ -8,12 +8,11 @@ places; duplicates are dropped by position, and anything already applied is filt
 
 from __future__ import annotations
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply.delta_io import prepare_to_create
+from ingest.apply import delta_io
 from ingest.model import MESSAGE_COLUMNS
 from ingest.source import MESSAGE_SCHEMA
 
@@ -28,11 +27,9 @@ def buffer_path(state_path: str) -> str:
 def read_buffer(spark: SparkSession, state_path: str, stream_id: str) -> DataFrame | None:
     """The stream's buffered records as Kafka-shaped rows, or None when nothing was ever buffered."""
     path = buffer_path(state_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return None
-    return (
-        spark.read.format("delta").load(path).where(F.col("stream_id") == stream_id).select(*MESSAGE_COLUMNS)
-    )
+    return delta_io.read(spark, path).where(F.col("stream_id") == stream_id).select(*MESSAGE_COLUMNS)
 
 
 def replace_buffer(
@@ -45,14 +42,10 @@ def replace_buffer(
     """
     rows = pending.select(F.lit(stream_id).alias("stream_id"), *MESSAGE_COLUMNS)
     path = buffer_path(state_path)
-    exists = prepare_to_create(spark, path)
+    exists = delta_io.prepare_to_create(spark, path)
     if count == 0 and not exists:
         return
     if not exists:
-        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
-    (
-        rows.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", f"stream_id = '{stream_id.replace(chr(39), chr(39) * 2)}'")
-        .save(path)
-    )
+        delta_io.create_table(spark, path, SCHEMA)
+    replace = f"stream_id = '{stream_id.replace(chr(39), chr(39) * 2)}'"
+    delta_io.write(rows, path, "overwrite", replaceWhere=replace)

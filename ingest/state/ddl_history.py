@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from ingest.apply.delta_io import prepare_to_create
+from ingest.apply import delta_io
+from ingest.apply.delta_io import quote
 from ingest.model import DdlEvent, TableId, tso_to_datetime
 
 HISTORY_DIR = "ddl_history"
@@ -66,13 +65,16 @@ def record(
         datetime.now(timezone.utc),
     )
     path = history_path(state_path)
-    if not prepare_to_create(spark, path):
-        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
-    same = (
-        (F.col("h.table") == F.col("n.table"))
-        & (F.col("h.commit_ts") == F.col("n.commit_ts"))
-        & (F.col("h.sql") == F.col("n.sql"))
-        & (F.col("h.action") == F.col("n.action"))
-    )
-    new = spark.createDataFrame([row], SCHEMA).alias("n")
-    DeltaTable.forPath(spark, path).alias("h").merge(new, same).whenNotMatchedInsertAll().execute()
+    if not delta_io.prepare_to_create(spark, path):
+        delta_io.create_table(spark, path, SCHEMA)
+    same = " AND ".join(f"h.{quote(c)} = n.{quote(c)}" for c in ("table", "commit_ts", "sql", "action"))
+    new = spark.createDataFrame([row], SCHEMA)
+    delta_io.merge(spark, path, new, same, "WHEN NOT MATCHED THEN INSERT *", target="h", alias="n")
+
+
+def read(spark: SparkSession, state_path: str) -> DataFrame | None:
+    """The DDL history table, or None when no DDL was ever recorded."""
+    path = history_path(state_path)
+    if not delta_io.is_delta_table(spark, path):
+        return None
+    return delta_io.read(spark, path)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import orjson
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.apply import delta_io
 from ingest.model import PartitionId, TableId, TableState
 
 PROGRESS_DIR = "progress"
@@ -62,16 +62,12 @@ def progress_path(state_path: str) -> str:
 def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progress:
     """The latest committed progress of a stream, or an empty one."""
     path = progress_path(state_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return Progress()
     # One aggregate, not a sort: a single job whatever the number of rows.
     newest = F.max_by(F.struct("run_id", "global_watermark", "state"), "run_id")
     row = (
-        spark.read.format("delta")
-        .load(path)
-        .where(F.col("stream_id") == stream_id)
-        .agg(newest.alias("newest"))
-        .first()
+        delta_io.read(spark, path).where(F.col("stream_id") == stream_id).agg(newest.alias("newest")).first()
     )
     if row is None or row["newest"] is None:
         return Progress()
@@ -108,7 +104,7 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
         orjson.dumps(state).decode(),
     )
     path = progress_path(state_path)
-    spark.createDataFrame([row], SCHEMA).write.format("delta").mode("append").save(path)
+    delta_io.write(spark.createDataFrame([row], SCHEMA), path, "append")
     if progress.run_id % COMPACT_EVERY == 0:
         compact_progress(spark, state_path, stream_id, progress.run_id)
 
@@ -119,9 +115,10 @@ def compact_progress(spark: SparkSession, state_path: str, stream_id: str, run_i
     Runs after the new row is committed, so a crash here loses nothing: the next multiple of COMPACT_EVERY
     tries again. Other streams' rows are left as they are (each compacts its own when it gets there).
     """
-    table = DeltaTable.forPath(spark, progress_path(state_path))
-    table.delete((F.col("stream_id") == stream_id) & (F.col("run_id") <= run_id - KEEP_RUNS))
-    table.optimize().executeCompaction()
+    path = progress_path(state_path)
+    older = f"stream_id = {delta_io.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
+    delta_io.delete(spark, path, older)
+    delta_io.optimize(spark, path)
 
 
 def _pid(text: str) -> PartitionId:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply.delta_io import prepare_to_create
+from ingest.apply import delta_io
 from ingest.apply.merge import BAD_COLUMN
 from ingest.model import TableId
 
@@ -77,16 +76,13 @@ def write(
         F.current_timestamp().alias("quarantined_at"),
     )
     path = quarantine_path(state_path)
-    if not prepare_to_create(spark, path):
-        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
-    target = DeltaTable.forPath(spark, path).alias("q")
+    if not delta_io.prepare_to_create(spark, path):
+        delta_io.create_table(spark, path, SCHEMA)
     same = (
-        (F.col("q.topic") == F.col("r.topic"))
-        & (F.col("q.partition") == F.col("r.partition"))
-        & (F.col("q.offset") == F.col("r.offset"))
-        & F.col("q.error").eqNullSafe(F.col("r.error"))
+        " AND ".join(f"q.`{c}` = r.`{c}`" for c in ("topic", "partition", "offset"))
+        + " AND q.error <=> r.error"
     )
-    target.merge(rows.alias("r"), same).whenNotMatchedInsertAll().execute()
+    delta_io.merge(spark, path, rows, same, "WHEN NOT MATCHED THEN INSERT *", target="q", alias="r")
 
 
 def write_unconvertible(
@@ -110,6 +106,6 @@ def write_unconvertible(
 def read(spark: SparkSession, state_path: str) -> DataFrame | None:
     """The quarantine table, or None when nothing was ever quarantined."""
     path = quarantine_path(state_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return None
-    return spark.read.format("delta").load(path)
+    return delta_io.read(spark, path)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply.delta_io import prepare_to_create
+from ingest.apply import delta_io
+from ingest.apply.delta_io import quote
 from ingest.decode.simple import VersionedSchema, parse_table_schema
 from ingest.model import TableId
 
@@ -40,15 +40,9 @@ def cache_path(state_path: str) -> str:
 def load(spark: SparkSession, state_path: str, stream_id: str) -> dict[SchemaKey, VersionedSchema]:
     """Every schema this stream has cached (small: one row per table version)."""
     path = cache_path(state_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return {}
-    rows = (
-        spark.read.format("delta")
-        .load(path)
-        .where(F.col("stream_id") == stream_id)
-        .select("table_schema")
-        .collect()
-    )
+    rows = delta_io.read(spark, path).where(F.col("stream_id") == stream_id).select("table_schema").collect()
     entries = (parse_table_schema(r["table_schema"]) for r in rows)
     return {(e.table, e.version): e for e in entries}
 
@@ -59,13 +53,8 @@ def add(spark: SparkSession, state_path: str, stream_id: str, entries: Iterable[
     if not rows:
         return
     path = cache_path(state_path)
-    if not prepare_to_create(spark, path):
-        DeltaTable.createIfNotExists(spark).location(path).addColumns(SCHEMA).execute()
-    new = spark.createDataFrame(rows, SCHEMA).dropDuplicates(["database", "table", "version"]).alias("n")
-    same = (
-        (F.col("c.stream_id") == F.col("n.stream_id"))
-        & (F.col("c.database") == F.col("n.database"))
-        & (F.col("c.table") == F.col("n.table"))
-        & (F.col("c.version") == F.col("n.version"))
-    )
-    DeltaTable.forPath(spark, path).alias("c").merge(new, same).whenNotMatchedInsertAll().execute()
+    if not delta_io.prepare_to_create(spark, path):
+        delta_io.create_table(spark, path, SCHEMA)
+    new = spark.createDataFrame(rows, SCHEMA).dropDuplicates(["database", "table", "version"])
+    same = " AND ".join(f"c.{quote(k)} = n.{quote(k)}" for k in ("stream_id", "database", "table", "version"))
+    delta_io.merge(spark, path, new, same, "WHEN NOT MATCHED THEN INSERT *", target="c", alias="n")

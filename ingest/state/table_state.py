@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import orjson
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from ingest.apply import delta_io
 from ingest.model import TableState, tso_to_datetime
 
 METADATA_KEY = "ticdc-ingest"
@@ -92,9 +92,9 @@ def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None =
 
 def read_table_state(spark: SparkSession, path: str) -> TableState | None:
     """A_T/D_T from the newest of our commits on a Delta table (None: not a table, or none of ours)."""
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not delta_io.is_delta_table(spark, path):
         return None
-    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("version", "userMetadata")
+    history = delta_io.history(spark, path, HISTORY_DEPTH).select("version", "userMetadata")
     for row in history.orderBy(F.col("version").desc()).collect():
         state = state_from_metadata(row["userMetadata"])
         if state is not None:

@@ -142,6 +142,68 @@ def test_the_package_never_imports_the_test_kit_and_the_wheel_leaves_it_out():
     assert found["include"] == ["ingest*"]
 
 
+# What a Spark Connect client lacks: DeltaTable (there is no Delta Connect server plugin for every Spark and
+# Delta pair), the JVM gateway, the SparkContext and RDDs. Delta I/O goes through ``ingest.apply.delta_io``
+# (SQL and the DataFrame API) instead.
+CLASSIC_ONLY_MODULES = ("delta.tables", "py4j")
+CLASSIC_ONLY_ATTRIBUTES = ("_jvm", "_jsc", "_jdf", "_jsparkSession", "sparkContext", "rdd")
+CLASSIC_ONLY_NAMES = ("SparkContext", "DeltaTable")
+
+
+def _classic_only_uses(path: Path) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [
+                f"line {node.lineno}: imports {m}" for m in modules if m.startswith(CLASSIC_ONLY_MODULES)
+            ]
+            found += [
+                f"line {node.lineno}: imports {a.name}" for a in node.names if a.name in CLASSIC_ONLY_NAMES
+            ]
+        elif isinstance(node, ast.Attribute) and node.attr in CLASSIC_ONLY_ATTRIBUTES + CLASSIC_ONLY_NAMES:
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in CLASSIC_ONLY_NAMES:
+            found.append(f"line {node.lineno}: {node.id}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in CLASSIC_ONLY_ATTRIBUTES
+        ):
+            found.append(f"line {node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    return sorted(found, key=lambda text: int(text.split(":")[0].removeprefix("line ")))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for root in ("ingest", "jobs", "notebooks") for p in sorted((ROOT / root).rglob("*.py"))],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_only_apis_a_spark_connect_client_has(path):
+    assert _classic_only_uses(path) == []
+
+
+def test_the_classic_only_check_finds_each_kind_of_use(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from delta.tables import DeltaTable\n"
+        "import py4j.protocol\n"
+        "from pyspark import SparkContext\n"
+        "spark.sparkContext.setLogLevel('WARN')\n"
+        "spark._jvm.org\n"
+        "spark._jsc.hadoopConfiguration()\n"
+        "frame.rdd.map(len)\n"
+        "getattr(spark, '_jvm')\n"
+        "DeltaTable.forPath(spark, path)\n"
+    )
+    assert [line.split(":")[0] for line in _classic_only_uses(sample)] == [
+        "line 1", "line 1", "line 2", "line 3", "line 4", "line 5", "line 6", "line 7", "line 8", "line 9",
+    ]  # fmt: skip
+
+
 def main() -> None:
     """Print each layer's modules and what they import from the package."""
     graph = _internal_graph()
