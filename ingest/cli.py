@@ -25,22 +25,41 @@ logger = logging.getLogger("ingest")
 BUNDLED_SAMPLE = "samples/canal_json"
 
 
+def _session_flags() -> argparse.ArgumentParser:
+    """Where Spark runs: given before or after the subcommand; never part of IngestConfig."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument(
+        "--spark-remote",
+        default=argparse.SUPPRESS,
+        metavar="sc://HOST:PORT",
+        help="run on a Spark Connect server (default: $SPARK_REMOTE; without either, a local Spark); "
+        "ignored on Databricks, which provides the session",
+    )
+    return flags
+
+
 def _parser() -> argparse.ArgumentParser:
+    session = _session_flags()
     parser = argparse.ArgumentParser(
         prog="ticdc-ingest",
         description="Mirror TiDB tables into Delta Lake from TiCDC change streams.",
+        parents=[session],
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser(
-        "run", help="apply a change stream to the Delta tables, continuing from progress", allow_abbrev=False
+        "run",
+        parents=[session],
+        help="apply a change stream to the Delta tables, continuing from progress",
+        allow_abbrev=False,
     )
     parameters.add_flags(run, parameters.RUN)
     _add_edge_flags(run)
 
     resync = commands.add_parser(
         "resync",
+        parents=[session],
         help="rebuild one table from the input (which must still hold its whole history) and swap it in",
         allow_abbrev=False,
     )
@@ -49,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_edge_flags(resync)
 
     status = commands.add_parser(
-        "status", help="per table: applied TSO and its time, lag, rows, pending, bad"
+        "status", parents=[session], help="per table: applied TSO and its time, lag, rows, pending, bad"
     )
     status.add_argument("--target-path", required=True, help="root of the mirror")
     status.add_argument(
@@ -65,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
 
     as_of = commands.add_parser(
         "as-of",
+        parents=[session],
         help="the Delta version of every table that equals upstream at a TSO or time (the newest run's G "
         "at or below it)",
     )
@@ -83,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser(
         "verify",
+        parents=[session],
         help="compare the mirror, read as of a TSO, with a Dumpling export at that TSO or with another "
         "mirror; exit code 0 when every table matches, 1 when one does not",
     )
@@ -111,11 +132,14 @@ def _parser() -> argparse.ArgumentParser:
 
     load = commands.add_parser(
         "load",
+        parents=[session],
         help="initial load from a TiDB Dumpling export; the stream then continues from its snapshot TSO",
     )
     parameters.add_flags(load, parameters.LOAD)
 
-    demo = commands.add_parser("demo", help="mirror the bundled sample stream into a local lakehouse")
+    demo = commands.add_parser(
+        "demo", parents=[session], help="mirror the bundled sample stream into a local lakehouse"
+    )
     demo.add_argument(
         "--target-path", default="lakehouse", help="directory for the Delta tables (default: ./lakehouse)"
     )
@@ -151,7 +175,7 @@ def _add_edge_flags(run: argparse.ArgumentParser) -> None:
 
 def _params(args: argparse.Namespace) -> dict[str, str]:
     """Config parameters from the flags given, on top of the TOML file if there is one."""
-    edge = {"command", "verbose", "config", "progress", "table"}
+    edge = {"command", "verbose", "config", "progress", "table", "spark_remote"}
     flags = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in edge and v is not None}
     if not args.config:
         return flags
@@ -189,7 +213,7 @@ def _backfill_arguments(arguments: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments and arguments[0].startswith("--") and arguments[0] not in ("--help", "--verbose"):
+    if _without_subcommand(arguments):
         # Databricks python_wheel_task passes named_parameters as --key=value only, with no subcommand.
         arguments.insert(0, "run")
     arguments, kafka_options = _kafka_options(arguments)
@@ -200,11 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("py4j", "sqlglot"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    remote: str | None = getattr(args, "spark_remote", None)
     try:
         if args.command == "demo":
-            return _demo(Path(args.target_path), args.input)
+            return _demo(Path(args.target_path), args.input, remote)
         if args.command == "status":
-            return _status(args.target_path, args.state_path, args.stream_id, args.lag_chart)
+            return _status(args.target_path, args.state_path, args.stream_id, args.lag_chart, remote)
         if args.command == "as-of":
             return _as_of(args)
         if args.command == "verify":
@@ -213,13 +238,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _load(vars(args))
         config = IngestConfig.from_params({**_params(args), **kafka_options})
         if args.command == "resync":
-            return _resync(config, args.table)
+            return _resync(config, args.table, remote)
         show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-        return _run(config, show_progress=show)
+        return _run(config, show_progress=show, remote=remote)
     except IngestError as exc:
         logger.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _without_subcommand(arguments: list[str]) -> bool:
+    """True when the first argument that is not a global flag (``--spark-remote``, ``-v``) is a ``--key``."""
+    items = iter(arguments)
+    for item in items:
+        if item == "--spark-remote":
+            next(items, None)
+        elif item.startswith("--spark-remote=") or item in ("-v", "--verbose"):
+            continue
+        else:
+            return item.startswith("--") and item != "--help"
+    return False
 
 
 def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -238,12 +276,12 @@ def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
     return rest, options
 
 
-def _run(config: IngestConfig, show_progress: bool = False) -> int:
+def _run(config: IngestConfig, show_progress: bool = False, remote: str | None = None) -> int:
     from ingest.pipeline import run_files
     from ingest.spark import get_session
 
     logger.info("config: %s", _redacted(config))
-    spark = get_session()
+    spark = get_session(remote=remote)
     if config.source is SourceKind.KAFKA:
         from ingest.stream import run_kafka
 
@@ -267,10 +305,12 @@ def _load(flags: dict[str, str | None]) -> int:
     from ingest.initial_load import load_dumpling
     from ingest.spark import get_session
 
-    params = {k: v for k, v in flags.items() if k not in ("command", "verbose") and v is not None}
+    params = {
+        k: v for k, v in flags.items() if k not in ("command", "verbose", "spark_remote") and v is not None
+    }
     config = LoadConfig.from_params(params)
     logger.info("config: %s", config)
-    result = load_dumpling(get_session(), config)
+    result = load_dumpling(get_session(remote=flags.get("spark_remote")), config)
     print(result.describe())
     for table in result.tables:
         print("  " + table.describe())
@@ -288,19 +328,25 @@ def _redacted(config: IngestConfig) -> IngestConfig:
     return replace(config, kafka=replace(config.kafka, options=options))
 
 
-def _resync(config: IngestConfig, table_name: str) -> int:
+def _resync(config: IngestConfig, table_name: str, remote: str | None = None) -> int:
     from ingest.resync import resync_table
     from ingest.spark import get_session
 
     schema, dot, table = table_name.partition(".")
     if not dot or not schema or not table:
         raise ConfigError(f"table: expected database.table, got {table_name!r}")
-    result = resync_table(get_session(), config, TableId(schema, table))
+    result = resync_table(get_session(remote=remote), config, TableId(schema, table))
     print(result.describe())
     return 0
 
 
-def _status(target_path: str, state_path: str | None, stream_id: str, lag_chart: str | None = None) -> int:
+def _status(
+    target_path: str,
+    state_path: str | None,
+    stream_id: str,
+    lag_chart: str | None = None,
+    remote: str | None = None,
+) -> int:
     from ingest import status
     from ingest.spark import get_session
 
@@ -312,7 +358,7 @@ def _status(target_path: str, state_path: str | None, stream_id: str, lag_chart:
         "state-path": state_path or "",
     }
     config = IngestConfig.from_params(params)
-    spark = get_session()
+    spark = get_session(remote=remote)
     committed, tables = status.collect(spark, config)
     print(status.render(committed, tables))
     if lag_chart:
@@ -328,7 +374,12 @@ def _as_of(args: argparse.Namespace) -> int:
     tso = asof.parse_moment(args.tso, args.time)
     tables = asof.parse_tables(args.tables)
     answer = asof.resolve(
-        get_session(), args.target_path, tso, tables, state_path=args.state_path, stream_id=args.stream_id
+        get_session(remote=getattr(args, "spark_remote", None)),
+        args.target_path,
+        tso,
+        tables,
+        state_path=args.state_path,
+        stream_id=args.stream_id,
     )
     if args.sql:
         print(f"-- as of TSO {tso}: run {answer.run_id}, G = {answer.g} ({answer.g_time.isoformat()})")
@@ -346,7 +397,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     limits = verify.Limits(max_keys=args.max_keys, chunk_rows=args.chunk_rows)
     tables = asof.parse_tables(args.tables)
-    spark = get_session()
+    spark = get_session(remote=getattr(args, "spark_remote", None))
     if args.snapshot is not None:
         if args.tso is not None:
             raise ConfigError(
@@ -377,13 +428,13 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.matches else 1
 
 
-def _demo(target: Path, input_dir: str | None) -> int:
+def _demo(target: Path, input_dir: str | None, remote: str | None = None) -> int:
     from ingest.pipeline import run_files
     from ingest.spark import get_session
 
     sample = Path(input_dir) if input_dir else Path(str(package_files("ingest") / BUNDLED_SAMPLE))
     config = IngestConfig.from_params({"input": str(sample), "target-path": str(target.resolve())})
-    spark = get_session()
+    spark = get_session(remote=remote)
     result = run_files(spark, config)
     print()
     print(f"Mirrored {sample} into {target}/ ({result.describe()})")

@@ -77,14 +77,56 @@ def on_databricks() -> bool:
     return "DATABRICKS_RUNTIME_VERSION" in os.environ
 
 
-def get_session(*, app_name: str = "ticdc-ingest", warehouse_dir: str | None = None) -> SparkSession:
-    """The active session on Databricks, otherwise a local Delta-enabled one."""
+def on_serverless() -> bool:
+    """True on Databricks serverless compute (jobs and notebooks), where streams run ``availableNow`` only.
+
+    Serverless sets ``IS_SERVERLESS=TRUE`` and reports its environment version, not a runtime version, as
+    ``DATABRICKS_RUNTIME_VERSION`` (``client.<n>``).
+    """
+    if os.environ.get("IS_SERVERLESS", "").strip().lower() == "true":
+        return True
+    return os.environ.get("DATABRICKS_RUNTIME_VERSION", "").startswith("client.")
+
+
+def get_session(
+    *, app_name: str = "ticdc-ingest", warehouse_dir: str | None = None, remote: str | None = None
+) -> SparkSession:
+    """The active session on Databricks; a Spark Connect session when given a URL; else a local one.
+
+    Args:
+        remote: a Spark Connect URL (``sc://host:port``, the ``--spark-remote`` option); without it,
+            ``SPARK_REMOTE`` from the environment. Then nothing is set on the session: no master, jars or
+            JVM options, which the Connect server owns.
+    """
     if on_databricks():
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
         return SparkSession.builder.getOrCreate()
+    url = remote or os.environ.get("SPARK_REMOTE")
+    if url:
+        return remote_session(url, app_name=app_name)
     return local_session(app_name=app_name, warehouse_dir=warehouse_dir)
+
+
+def remote_session(url: str, *, app_name: str = "ticdc-ingest") -> SparkSession:
+    """A Spark Connect session to ``url`` (``sc://host:port``).
+
+    Raises:
+        SparkSetupError: the Connect client is not installed (the ``connect`` extra), or the server does
+            not answer.
+    """
+    if not url.startswith("sc://"):
+        raise SparkSetupError(f"spark-remote: {url!r} is not a Spark Connect URL; write sc://host:port")
+    try:
+        return SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    except ImportError as exc:
+        raise SparkSetupError(
+            f"the Spark Connect client is not installed ({exc}); install the connect extra: "
+            "pip install 'ticdc-delta-ingest[connect]'"
+        ) from exc
+    except Exception as exc:  # pyspark raises SparkConnectGrpcException and kin, with no common base
+        raise SparkSetupError(f"could not connect to Spark Connect at {url}: {exc}") from exc
 
 
 def local_session(
@@ -108,31 +150,10 @@ def local_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     packages = [delta_package(pyspark.__version__), kafka_package(pyspark.__version__), *extra_packages]
     ivy_dir = cache_dir / "ivy"
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.jars.packages", ",".join(packages))
-        .config("spark.jars.ivy", str(ivy_dir))
-        .config("spark.jars.ivySettings", str(_write_ivy_settings(ivy_dir)))
-        .config("spark.jars.excludes", TOKEN_PROVIDER)
-        .config("spark.jars", str(_token_provider_jar(cache_dir)))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .config("spark.ui.enabled", "false")
-        # A local session talks to itself only: driver and block manager listen on loopback, not on
-        # every interface of the machine.
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.showConsoleProgress", "false")
-        # As SparkContext.setLogLevel would, but a conf: a Spark Connect client has no SparkContext.
-        .config("spark.log.level", "WARN")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
-    )
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in local_conf(cache_dir, packages).items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.driver.memory", driver_memory)
     if warehouse_dir is not None:
         builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
     try:
@@ -148,6 +169,40 @@ def local_session(
 
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+
+
+def local_conf(cache_dir: Path = DEFAULT_CACHE_DIR, packages: Sequence[str] = ()) -> dict[str, str]:
+    """The settings of a local Spark with Delta and Kafka: a local session's, and a local Connect server's.
+
+    Args:
+        packages: Maven coordinates to load (default: Delta and Kafka for the installed pyspark).
+    """
+    import pyspark
+
+    ivy_dir = cache_dir / "ivy"
+    packages = packages or (delta_package(pyspark.__version__), kafka_package(pyspark.__version__))
+    return {
+        "spark.jars.packages": ",".join(packages),
+        "spark.jars.ivy": str(ivy_dir),
+        "spark.jars.ivySettings": str(_write_ivy_settings(ivy_dir)),
+        "spark.jars.excludes": TOKEN_PROVIDER,
+        "spark.jars": str(_token_provider_jar(cache_dir)),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.ui.enabled": "false",
+        # A local Spark talks to itself only: driver and block manager listen on loopback, not on every
+        # interface of the machine.
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.showConsoleProgress": "false",
+        # As SparkContext.setLogLevel would, but a conf: a Spark Connect client has no SparkContext.
+        "spark.log.level": "WARN",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+    }
 
 
 def _write_ivy_settings(ivy_dir: Path) -> Path:
