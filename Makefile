@@ -8,7 +8,8 @@ CACHE := $(HOME)/.cache/ticdc-delta-ingest
 
 .DEFAULT_GOAL := help
 .PHONY: help install jars demo test test-unit test-spark test-kafka bench lint fmt typecheck sample clean \
-	kafka-up kafka-down kafka-sample registry-up registry-down
+	kafka-up kafka-down kafka-sample registry-up registry-down \
+	connect-up connect-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -53,6 +54,12 @@ registry-up: $(STAMP) ## start a local schema registry (Apicurio, Confluent-comp
 
 registry-down: $(STAMP) ## stop the local schema registry
 	$(BIN)/python -m testkit.local_services registry-down
+
+connect-up: jars ## start a local Spark Connect server (Delta, Kafka; 127.0.0.1, free port) and print its URL
+	$(BIN)/python -m testkit.local_services connect-up
+
+connect-down: $(STAMP) ## stop the local Spark Connect server
+	$(BIN)/python -m testkit.local_services connect-down
 
 bench: jars ## run the benchmark suite (sizes: BENCH_* variables, see bench/run.py) and write BENCHMARKS.md
 	$(BIN)/python -m bench.run --output BENCHMARKS.md

@@ -10,11 +10,14 @@ Command line (what ``make kafka-up`` / ``make kafka-down`` run)::
     python -m testkit.local_services kafka-up        # prints the bootstrap servers
     python -m testkit.local_services produce-sample  # the bundled sample stream into topic tidb_cdc
     python -m testkit.local_services kafka-down
+    python -m testkit.local_services connect-up      # a Spark Connect server; prints sc://127.0.0.1:PORT
+    python -m testkit.local_services connect-down
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import contextlib
 import json
@@ -246,11 +249,16 @@ class _Process:
     pid: int | None = None
     _popen: subprocess.Popen[bytes] | None = None
 
-    def launch(self, command: Sequence[str], cwd: Path) -> None:
+    def launch(self, command: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None) -> None:
         with self.log_path.open("ab") as log:
             # A session of its own: Ctrl-C in a test run does not reach the service before teardown does.
             self._popen = subprocess.Popen(
-                list(command), cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                list(command),
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=None if env is None else dict(env),
             )
         self.pid = self._popen.pid
         if self.owned:
@@ -468,6 +476,126 @@ class RegistryServer:
         self.kill() if exc[0] is not None else self.stop()
 
 
+class SparkConnectServer:
+    """A local Spark Connect server with Delta and Kafka, listening on 127.0.0.1 only.
+
+    Started with pyspark's own ``spark-submit`` and the ``spark-connect`` jar pyspark ships in its ``jars``
+    directory, the same Delta and Kafka packages (and Ivy cache) as ``ingest.spark.local_session``, Delta's
+    SQL extension and catalog. The server runs in a process group of its own, and ``stop()`` ends the whole
+    group (the JVM and its Python workers); an owned server is also stopped at exit, and killed by a
+    watchdog when the process that started it dies.
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        port: int | None = None,
+        owned: bool = True,
+        driver_memory: str = "2g",
+    ) -> None:
+        self.work_dir = work_dir
+        self.port = port or free_port()
+        self.driver_memory = driver_memory
+        self.owned = owned
+        self._process = _Process("Spark Connect server", work_dir / "spark-connect.log", owned)
+
+    @property
+    def url(self) -> str:
+        """The client URL, ``sc://127.0.0.1:PORT`` (``SPARK_REMOTE``, ``--spark-remote``)."""
+        return f"sc://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def command(self) -> list[str]:
+        """The ``spark-submit`` command line that starts the server."""
+        import pyspark
+
+        from ingest.spark import local_conf
+
+        home = Path(pyspark.__file__).parent
+        jars = sorted((home / "jars").glob("spark-connect_*.jar"))
+        if not jars:
+            raise ServiceError(
+                f"no spark-connect jar in {home / 'jars'}; reinstall pyspark {pyspark.__version__}"
+            )
+        conf = {
+            **local_conf(),
+            "spark.master": "local[2]",
+            "spark.app.name": "ticdc-ingest Spark Connect server",
+            "spark.driver.memory": self.driver_memory,
+            "spark.connect.grpc.binding.address": HOST,
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.sql.warehouse.dir": str(self.work_dir / "warehouse"),
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.work_dir / 'derby'}",
+        }
+        command = [str(home / "bin" / "spark-submit"), "--class", SPARK_CONNECT_SERVER_CLASS]
+        for key, value in conf.items():
+            command += ["--conf", f"{key}={value}"]
+        return [*command, str(jars[0])]
+
+    def start(self, timeout: float = 240.0) -> SparkConnectServer:
+        """Start the server (resolving its packages from the Ivy cache) and wait until it accepts clients."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        java = _java(17)
+        env = {
+            **os.environ,
+            "JAVA_HOME": str(Path(java).resolve().parent.parent),
+            # The server's Python workers (foreachBatch, mapInArrow) run this interpreter: its packages.
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": HOST,
+        }
+        env.pop("SPARK_REMOTE", None)
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        started = time.monotonic()
+        self._process.launch(self.command(), self.work_dir, env)
+        if self.owned:
+            atexit.register(self.stop)
+        self._process.wait_until(lambda: _port_open(self.port), timeout)
+        logger.info(
+            "Spark Connect server up at %s in %.1fs (pid %s)", self.url, time.monotonic() - started, self.pid
+        )
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server's whole process group: the JVM and the Python workers it forked."""
+        pid = self._process.pid
+        if pid is not None:
+            _terminate_group(pid, timeout)
+        self._process.stop(timeout=5)
+        if self.owned:
+            atexit.unregister(self.stop)
+
+    def __enter__(self) -> SparkConnectServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def _terminate_group(pid: int, timeout: float) -> None:
+    """SIGTERM the process group that ``pid`` leads (started in a session of its own), then SIGKILL."""
+    try:
+        group = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    if group != pid:  # not a group leader we started: only the process itself
+        _terminate(pid, timeout)
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
 # -- producing captured records ----------------------------------------------------------------------------
 
 
@@ -585,6 +713,21 @@ def _registry_up() -> int:
     return 0
 
 
+def _connect_up() -> int:
+    state = _read_state("connect")
+    if state is not None:
+        print(state["url"])
+        return 0
+    work_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-connect-"))
+    server = SparkConnectServer(work_dir, owned=False).start()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _state_file("connect").write_text(
+        json.dumps({"pid": server.pid, "url": server.url, "data_dir": str(work_dir)})
+    )
+    print(server.url)
+    return 0
+
+
 def _down(name: str, marker: str) -> int:
     state = _read_state(name)
     if state is None:
@@ -596,7 +739,7 @@ def _down(name: str, marker: str) -> int:
     if cmdline.exists() and marker not in cmdline.read_bytes().decode(errors="replace"):
         print(f"pid {pid} is no longer the local {name}; leaving it alone")
     else:
-        _terminate(pid, 30.0)
+        _terminate_group(pid, 30.0)
     shutil.rmtree(state["data_dir"], ignore_errors=True)
     _state_file(name).unlink(missing_ok=True)
     print(f"local {name} stopped")
@@ -629,6 +772,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("kafka-down", help="stop the local broker and delete its data")
     commands.add_parser("registry-up", help="start a local schema registry (once) and print its URL")
     commands.add_parser("registry-down", help="stop the local schema registry")
+    commands.add_parser(
+        "connect-up", help="start a local Spark Connect server (once) with Delta and Kafka; print its URL"
+    )
+    commands.add_parser("connect-down", help="stop the local Spark Connect server")
     produce = commands.add_parser(
         "produce-sample", help="produce the bundled sample stream to the local broker"
     )
@@ -644,6 +791,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _registry_up()
         if args.command == "registry-down":
             return _down("registry", "quarkus-run.jar")
+        if args.command == "connect-up":
+            return _connect_up()
+        if args.command == "connect-down":
+            return _down("connect", SPARK_CONNECT_SERVER_CLASS)
         return _produce_sample(args.topic)
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
