@@ -5,16 +5,19 @@ Spark's checkpoint only caches positions; our progress owns them:
 - records below our resume offsets (applied, quarantined or buffered already) are dropped from a batch;
 - a batch that starts above a resume offset means records were skipped: the stream stops.
 
-Every batch logs its metrics as one JSON line, and the query's progress carries the batch's record count,
-bytes and newest Kafka timestamp as observed metrics (``query.lastProgress["observedMetrics"]``).
+Every batch logs its metrics as one JSON line and records its result in ``<state>/metrics`` (see
+``state.metrics``), which is how the driver learns what batches did: the batch function is a module-level
+function of the config, the batch and its id, and shares nothing with the driver, as Spark Connect requires.
+The query's progress carries the batch's record count, bytes and newest Kafka timestamp as observed metrics
+(``query.lastProgress["observedMetrics"]``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 from pyspark.errors import StreamingQueryException
@@ -27,7 +30,8 @@ from ingest.errors import ConfigError, IngestError
 from ingest.pipeline import BatchResult, process_batch
 from ingest.source import at_or_after
 from ingest.source import kafka as kafka_source
-from ingest.state import progress
+from ingest.spark import on_serverless
+from ingest.state import metrics, progress
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +44,17 @@ _PARTIAL_OFFSETS = "you must specify all TopicPartitions"
 
 @dataclass
 class KafkaMirror:
-    """A running (or finished) Kafka mirror: its query and what each of its batches did."""
+    """A running (or finished) Kafka mirror: its query, and what its batches did (from our Delta state).
+
+    Nothing is shared with the batch function: on Spark Connect it runs in another process. What each
+    batch did is read back from the metrics table (:meth:`results`), and a batch's :class:`IngestError`
+    is rebuilt from what it recorded there.
+    """
 
     query: StreamingQuery
-    results: list[BatchResult] = field(default_factory=list)
-    _failure: list[BaseException] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    spark: SparkSession
+    config: IngestConfig
+    started_after_run: int  # the stream's last committed run when the mirror started
     _from_earliest: Callable[[], StreamingQuery] | None = None
 
     def await_termination(self, timeout: int | None = None) -> bool:
@@ -62,8 +71,15 @@ class KafkaMirror:
                     else self.query.awaitTermination()
                 )
             except StreamingQueryException as exc:
-                if self._failure and isinstance(self._failure[0], IngestError):
-                    raise self._failure[0] from exc
+                failure = metrics.load_failure(
+                    self.spark,
+                    self.config.state_path,
+                    self.config.stream_id,
+                    self.started_after_run,
+                    str(exc),
+                )
+                if failure is not None:
+                    raise failure from exc
                 if self._from_earliest is not None and _PARTIAL_OFFSETS in str(exc):
                     # The topics have partitions our progress never saw, and Spark wants a position for
                     # every one. Start from the earliest offsets instead: batches drop what our progress
@@ -81,29 +97,34 @@ class KafkaMirror:
         """Stop after the running batch; progress stays at the last committed batch."""
         self.query.stop()
 
-    def _record(self, result: BatchResult) -> None:
-        with self._lock:
-            self.results.append(result)
+    def results(self) -> list[BatchResult]:
+        """What each batch of this mirror that committed a run did, in run order (from the metrics table)."""
+        recorded = metrics.load_results(
+            self.spark, self.config.state_path, self.config.stream_id, self.started_after_run
+        )
+        return [BatchResult.from_json(text) for text in recorded]
 
 
 def start_kafka(spark: SparkSession, config: IngestConfig) -> KafkaMirror:
-    """Start the streaming query; use :func:`run_kafka` to start and wait."""
+    """Start the streaming query; use :func:`run_kafka` to start and wait.
+
+    Raises:
+        ConfigError: not a Kafka source, or a processing-time trigger on Databricks serverless, which runs
+            ``availableNow`` only.
+    """
     source = config.kafka
     if source is None:
         raise ConfigError("source: start_kafka needs --source kafka")
+    if source.trigger is not Trigger.AVAILABLE_NOW and on_serverless():
+        raise ConfigError(
+            f"trigger: {source.trigger.value!r} does not run on Databricks serverless, whose streams support "
+            "only availableNow; use --trigger available-now and schedule the job (e.g. a periodic "
+            "trigger), or run it on a cluster"
+        )
     committed = progress.load_progress(spark, config.state_path, config.stream_id)
     start = kafka_source.starting_offsets(source, committed.resume)
-    holder: list[KafkaMirror] = []
-
-    def each_batch(batch: DataFrame, batch_id: int) -> None:
-        mirror = holder[0]
-        try:
-            result = _process_kafka_batch(batch, batch_id, config)
-        except BaseException as exc:
-            mirror._failure.append(exc)
-            raise
-        if result is not None:
-            mirror._record(result)
+    # A module-level function and the config: all the batch needs, and nothing it could change for us.
+    each_batch = functools.partial(process_kafka_batch, config)
 
     def launch(position: str) -> StreamingQuery:
         stream = kafka_source.read_stream(spark, source, position).observe(
@@ -131,10 +152,9 @@ def start_kafka(spark: SparkSession, config: IngestConfig) -> KafkaMirror:
         )
         return writer.start()
 
-    mirror = KafkaMirror(launch(start))
+    mirror = KafkaMirror(launch(start), spark, config, committed.run_id)
     if start != kafka_source.EARLIEST:
         mirror._from_earliest = lambda: launch(kafka_source.EARLIEST)
-    holder.append(mirror)
     return mirror
 
 
@@ -142,7 +162,29 @@ def run_kafka(spark: SparkSession, config: IngestConfig) -> list[BatchResult]:
     """Mirror from Kafka: AvailableNow returns once caught up, processing-time runs until stopped."""
     mirror = start_kafka(spark, config)
     mirror.await_termination()
-    return mirror.results
+    return mirror.results()
+
+
+def process_kafka_batch(config: IngestConfig, batch: DataFrame, batch_id: int) -> None:
+    """The ``foreachBatch`` function: one micro-batch through the pipeline, its outcome recorded in Delta.
+
+    It holds no state of its own and returns nothing: it reads our progress, applies, commits progress,
+    then records the batch's result in the metrics table; a batch that fails with an IngestError records
+    the error there before raising it, so the driver can raise the same error.
+    """
+    spark = batch.sparkSession
+    try:
+        result = _process_kafka_batch(batch, batch_id, config)
+    except IngestError as exc:
+        committed = progress.load_progress(spark, config.state_path, config.stream_id)
+        metrics.record_failure(
+            spark, config.state_path, config.stream_id, committed.run_id + 1, batch_id, exc
+        )
+        raise
+    if result is not None:
+        metrics.record_result(
+            spark, config.state_path, config.stream_id, result.run_id, batch_id, result.to_json()
+        )
 
 
 def _process_kafka_batch(batch: DataFrame, batch_id: int, config: IngestConfig) -> BatchResult | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import orjson
+
 from ingest.model import TableId, tso_to_datetime
 
 
@@ -95,6 +97,66 @@ class BatchResult:
                 for t in tables
             },
         }
+
+    def to_json(self) -> str:
+        """Everything this result holds, as JSON that :meth:`from_json` reads back exactly."""
+        payload = {
+            "run_id": self.run_id,
+            "records": self.records,
+            "global_watermark": self.global_watermark,
+            "quarantined": self.quarantined,
+            "seconds": self.seconds,
+            "bytes": self.bytes,
+            "lag_seconds": self.lag_seconds,
+            "batch_id": self.batch_id,
+            "offset_order": self.offset_order,
+            "decoded": [[t.schema, t.table, n] for t, n in sorted(self.decoded.items())],
+            "tables": [
+                {
+                    "table": [r.table.schema, r.table.table],
+                    "upserted": r.upserted,
+                    "deleted": r.deleted,
+                    "ddls": list(r.ddls),
+                    "quarantined": r.quarantined,
+                    "pending": r.pending,
+                    "applied_ts": r.applied_ts,
+                    "held_through": r.held_through,
+                }
+                for _, r in sorted(self.tables.items())
+            ],
+        }
+        return orjson.dumps(payload).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchResult:
+        """The result :meth:`to_json` wrote."""
+        payload = orjson.loads(text)
+        tables = {}
+        for item in payload["tables"]:
+            table = TableId(*item["table"])
+            tables[table] = TableReport(
+                table=table,
+                upserted=int(item["upserted"]),
+                deleted=int(item["deleted"]),
+                ddls=[str(d) for d in item["ddls"]],
+                quarantined=int(item["quarantined"]),
+                pending=int(item["pending"]),
+                applied_ts=int(item["applied_ts"]),
+                held_through=None if item["held_through"] is None else int(item["held_through"]),
+            )
+        return cls(
+            run_id=int(payload["run_id"]),
+            records=int(payload["records"]),
+            global_watermark=int(payload["global_watermark"]),
+            quarantined=int(payload["quarantined"]),
+            tables=tables,
+            seconds=float(payload["seconds"]),
+            bytes=int(payload["bytes"]),
+            decoded={TableId(schema, table): int(n) for schema, table, n in payload["decoded"]},
+            lag_seconds=None if payload["lag_seconds"] is None else float(payload["lag_seconds"]),
+            batch_id=None if payload["batch_id"] is None else int(payload["batch_id"]),
+            offset_order=bool(payload["offset_order"]),
+        )
 
 
 def _applied(report: TableReport | None) -> int:

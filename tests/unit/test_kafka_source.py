@@ -101,3 +101,28 @@ def test_cli_takes_kafka_options_with_or_without_equals():
     )
     assert rest == ["run", "--topics", "cdc"]
     assert options == {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/ts"}
+
+
+def test_batch_result_survives_its_json_in_the_metrics_table():
+    from ingest.model import TableId
+    from ingest.pipeline import BatchResult, TableReport
+
+    t = TableId("shop", "orders")
+    report = TableReport(t, upserted=3, deleted=1, ddls=["ALTER TABLE x"], pending=2, applied_ts=7)
+    result = BatchResult(run_id=4, records=9, global_watermark=11, quarantined=1, tables={t: report},
+                         seconds=1.5, bytes=99, decoded={t: 5}, lag_seconds=None, batch_id=3)  # fmt: skip
+    assert BatchResult.from_json(result.to_json()) == result
+
+
+@pytest.mark.parametrize("env", [{"IS_SERVERLESS": "TRUE"}, {"DATABRICKS_RUNTIME_VERSION": "client.3.1"}])
+def test_processing_time_is_refused_on_serverless_before_the_stream_starts(monkeypatch, env):
+    from ingest.stream import start_kafka
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = IngestConfig.from_params(
+        {"source": "kafka", "kafka-bootstrap-servers": "b:9092", "topics": "t", "target-path": "/lake",
+         "trigger": "processing-time"}
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="does not run on Databricks serverless.*available-now"):
+        start_kafka(object(), config)  # type: ignore[arg-type]  # refused before the session is used

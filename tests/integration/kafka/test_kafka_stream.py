@@ -49,7 +49,7 @@ def run_counting(spark, config: IngestConfig) -> tuple[list, int]:
     mirror = start_kafka(spark, config)
     mirror.await_termination()
     observed = [p.get("observedMetrics", {}).get(OBSERVED) for p in mirror.query.recentProgress]
-    return mirror.results, sum(m["records"] for m in observed if m)
+    return mirror.results(), sum(m["records"] for m in observed if m)
 
 
 def assert_mirror_exact(spark, lake, stream: Stream, tables: list[TableId]) -> int:
@@ -204,7 +204,7 @@ def test_every_batch_reports_metrics(spark, feed, lake):
     before = time.time()
     mirror = start_kafka(spark, kafka_config(topic, lake))
     mirror.await_termination()
-    [result] = mirror.results
+    [result] = mirror.results()
     metrics = result.metrics()
     # Decoded: the CREATE TABLE and three rows. Applied: the DDL and one upsert per key (the insert and
     # the update of id 2 net out to one), so 3.
