@@ -29,6 +29,7 @@ from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import Op, TableId, TableState, tso_to_datetime
 from ingest.plan import partitions
 from ingest.source import dumpling as source
+from ingest.spark import cached
 from ingest.state import progress, quarantine, table_state
 from ingest.state.table_state import COMMIT_TS_COLUMN, committing, state_to_metadata
 
@@ -241,18 +242,20 @@ def _load_rows(
     loaded: LoadedTable,
 ) -> None:
     tid = table.table
-    decoded = source.read_rows(spark, table, dialect, config.csv_line_terminator).persist()
+    decoded = cached(source.read_rows(spark, table, dialect, config.csv_line_terminator))
     changes: DataFrame | None = None
     try:
         # The table's own schema, as the stream reads it: column comments carry the TiDB types (ENUM members).
         info = apply_schema.table_info(spark, path)
         columns = info.schema.fieldNames()
-        changes = normalize(
-            as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
-            info.schema,
-            info.key,
-            config.timezone,
-        ).persist()
+        changes = cached(
+            normalize(
+                as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
+                info.schema,
+                info.key,
+                config.timezone,
+            )
+        )
         counts = {
             bool(r["bad"]): int(r["n"])
             for r in changes.groupBy((F.col(BAD_COLUMN) != "").alias("bad"))

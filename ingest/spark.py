@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from ingest.errors import SparkSetupError
 
@@ -86,6 +86,15 @@ def on_serverless() -> bool:
     if os.environ.get("IS_SERVERLESS", "").strip().lower() == "true":
         return True
     return os.environ.get("DATABRICKS_RUNTIME_VERSION", "").startswith("client.")
+
+
+def cached(frame: DataFrame) -> DataFrame:
+    """``frame.persist()``, or the frame as it is on Databricks serverless, which refuses caching APIs.
+
+    Without the cache a frame is computed again by each action that reads it: slower, the same rows (every
+    frame we cache is a deterministic function of its input).
+    """
+    return frame if on_serverless() else frame.persist()
 
 
 def get_session(

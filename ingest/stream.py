@@ -30,7 +30,7 @@ from ingest.errors import ConfigError, IngestError
 from ingest.pipeline import BatchResult, process_batch
 from ingest.source import at_or_after
 from ingest.source import kafka as kafka_source
-from ingest.spark import on_serverless
+from ingest.spark import cached, on_serverless
 from ingest.state import metrics, progress
 
 logger = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def process_kafka_batch(config: IngestConfig, batch: DataFrame, batch_id: int) -
 
 def _process_kafka_batch(batch: DataFrame, batch_id: int, config: IngestConfig) -> BatchResult | None:
     spark = batch.sparkSession
-    messages = kafka_source.as_messages(batch).persist()
+    messages = cached(kafka_source.as_messages(batch))
     try:
         committed = progress.load_progress(spark, config.state_path, config.stream_id)
         spans = kafka_source.partition_spans(messages)

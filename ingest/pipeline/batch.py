@@ -15,6 +15,7 @@ from ingest.decode.codec import Codec
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import PartitionId, Position
 from ingest.source import POSITION
+from ingest.spark import cached as spark_cached
 from ingest.spark_decode import KIND_BAD, KIND_DML, KIND_FATAL
 from ingest.state import progress, quarantine
 
@@ -32,7 +33,7 @@ def cache_once_per_position(decoded: DataFrame) -> tuple[DataFrame, dict[Partiti
     offsets, and only a batch that has duplicates is de-duplicated (and cached again). The caller
     unpersists the frame.
     """
-    frames = [decoded.persist()]
+    frames = [spark_cached(decoded)]
     try:
         ranges = partition_ranges(frames[0])
         if any(r.duplicates for r in ranges.values()):
@@ -44,7 +45,7 @@ def cache_once_per_position(decoded: DataFrame) -> tuple[DataFrame, dict[Partiti
             unique = (
                 cached.where(positioned).dropDuplicates(list(POSITION)).unionByName(cached.where(~positioned))
             )
-            frames.append(unique.persist())
+            frames.append(spark_cached(unique))
             ranges = partition_ranges(frames[-1])  # also fills its cache before its parent's goes
     except BaseException:
         for frame in frames:

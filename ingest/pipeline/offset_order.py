@@ -43,6 +43,7 @@ from ingest.pipeline.schema_change import apply_change
 from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
 from ingest.registry import SchemaRegistry
+from ingest.spark import cached
 from ingest.spark_decode import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
 from ingest.state import ddl_history, progress, quarantine, table_state
 from ingest.state.table_state import state_to_metadata
@@ -228,7 +229,7 @@ def _apply_table(
     info = apply_schema.table_info(spark, path)
     rows = dml.where((F.col("database") == table.schema) & (F.col("table") == table.table))
     rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
-    changes = normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text).persist()
+    changes = cached(normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text))
     try:
         bad_count, bounds = key_bounds(changes, info.key)
         if bad_count and not second_pass:

@@ -37,6 +37,7 @@ from ingest.model import (
 )
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema
+from ingest.spark import cached as spark_cached
 from ingest.state import quarantine, schema_cache
 from ingest.state.table_state import state_to_metadata, txn_version
 
@@ -79,7 +80,7 @@ def apply_segment(
     schema, key = info.schema, info.key
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
-    cached = normalize(rows, schema, key, config.timezone, codec.binary_text).persist()
+    cached = spark_cached(normalize(rows, schema, key, config.timezone, codec.binary_text))
     try:
         changes = cached
         bad_count, bounds = key_bounds(changes, key)
