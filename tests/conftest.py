@@ -14,16 +14,61 @@ sys.path.insert(0, str(Path(__file__).parent))
 _FOLDER_MARKERS = {"spark": "spark", "kafka": "kafka", "notebooks": "notebook"}
 
 
+# -- one Spark per mode: classic (local[2] in this process) and Spark Connect (a local server) ---------------
+#
+# As delta-spark's Python suite runs one test mixin on a classic base and on a Connect base, a test marked
+# `both_modes` runs twice: with `spark` a classic session, then a Spark Connect one. pyspark runs one mode
+# per process (once a Connect session exists, `pyspark.sql.functions` build Connect columns), so every
+# Connect test runs after every classic one, and the first one stops the classic session.
+
+BOTH_MODES = "both_modes"
+CLASSIC, CONNECT = "classic", "connect"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker(BOTH_MODES) and "spark" in metafunc.fixturenames:
+        metafunc.parametrize("spark", [CLASSIC, CONNECT], indirect=True, scope="session")
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
         for folder, marker in _FOLDER_MARKERS.items():
             if folder in parts:
                 item.add_marker(getattr(pytest.mark, marker))
+        if _mode(item) == CONNECT:
+            item.add_marker(pytest.mark.connect)
+    items.sort(key=lambda item: _mode(item) == CONNECT)  # stable: Connect tests last, in their order
+
+
+def _mode(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    return str(callspec.params.get("spark", CLASSIC)) if callspec is not None else CLASSIC
+
+
+_connect_started: list[bool] = []
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def spark(request: pytest.FixtureRequest) -> object:
+    """The session of the test's mode: classic unless the test is `both_modes` and in its Connect run."""
+    mode = getattr(request, "param", CLASSIC)
+    if mode == CONNECT:
+        return request.getfixturevalue("connect_spark")
+    if _connect_started:
+        pytest.fail("a classic Spark test runs after the Connect ones; pyspark runs one mode per process")
+    return request.getfixturevalue("classic_spark")
+
+
+@pytest.fixture
+def spark_mode(request: pytest.FixtureRequest) -> str:
+    """``classic`` or ``connect``: the mode of this run of the test."""
+    return _mode(request.node)
+
+
+@pytest.fixture(scope="session")
+def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from ingest.spark import local_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -31,7 +76,56 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         app_name="ticdc-ingest-tests", warehouse_dir=str(tmp_path_factory.mktemp("warehouse"))
     )
     yield session
+    if not _connect_started:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local Spark Connect server (Delta, Kafka; 127.0.0.1, free port) per test session; stopped after."""
+    from testkit.local_services import SparkConnectServer
+
+    server = SparkConnectServer(tmp_path_factory.mktemp("connect"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server: object) -> Iterator[object]:
+    """A Spark Connect session to the local server; stops this process's classic session first."""
+    from ingest.spark import remote_session
+
+    _stop_classic_spark()
+    _connect_started.append(True)
+    url = connect_server.url  # type: ignore[attr-defined]
+    # What a user sets: the CLI (main(...)), notebooks' kernels and subprocesses get the Connect session too.
+    os.environ["SPARK_REMOTE"] = url
+    session = remote_session(url)
+    yield session
     session.stop()
+    os.environ.pop("SPARK_REMOTE", None)
+
+
+def _stop_classic_spark() -> None:
+    """Stop the classic session and its JVM: the Connect tests need neither, and CI needs the memory."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession._instantiatedSession
+    if active is not None:
+        active.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()  # the gateway JVM exits when its stdin closes
+            proc.wait(timeout=30)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
 
 
 @pytest.fixture(scope="session")

@@ -46,14 +46,31 @@ def outputs(nb: nbformat.NotebookNode) -> str:
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    """One kernel (one Spark session) for every notebook: a JVM start is the slow part."""
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(
-        cwd=str(tmp_path_factory.mktemp("kernel")), env={**os.environ, "PYSPARK_PYTHON": sys.executable}
-    )
-    yield km
-    km.shutdown_kernel(now=True)
+def kernels(tmp_path_factory):
+    """The module's kernels by Spark mode; one at a time, and every one shut down at the end."""
+    running: dict[str, KernelManager] = {}
+    yield running, tmp_path_factory
+    for km in running.values():
+        km.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernel(kernels, spark, spark_mode):
+    """One kernel (one Spark session) for every notebook of a mode: a JVM start is the slow part.
+
+    In the Connect run the kernel inherits SPARK_REMOTE, as on Databricks serverless the notebooks get a
+    Connect session: they run unchanged.
+    """
+    running, tmp_path_factory = kernels
+    if spark_mode not in running:
+        for other in list(running):  # the classic kernel's JVM is not needed any more
+            running.pop(other).shutdown_kernel(now=True)
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(
+            cwd=str(tmp_path_factory.mktemp("kernel")), env={**os.environ, "PYSPARK_PYTHON": sys.executable}
+        )
+        running[spark_mode] = km
+    return running[spark_mode]
 
 
 def run_notebook(kernel, name: str, params: dict[str, str]) -> str:
@@ -62,6 +79,7 @@ def run_notebook(kernel, name: str, params: dict[str, str]) -> str:
     return outputs(nb)
 
 
+@pytest.mark.both_modes
 def test_backfill_then_state_then_resync_of_one_table(spark, kernel, tmp_path):
     stream = build_sample()
     stream.write(tmp_path / "in")

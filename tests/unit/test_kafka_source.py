@@ -124,5 +124,5 @@ def test_processing_time_is_refused_on_serverless_before_the_stream_starts(monke
         {"source": "kafka", "kafka-bootstrap-servers": "b:9092", "topics": "t", "target-path": "/lake",
          "trigger": "processing-time"}
     )  # fmt: skip
-    with pytest.raises(ConfigError, match="does not run on Databricks serverless.*available-now"):
+    with pytest.raises(ConfigError, match=r"does not run on Databricks serverless.*available-now"):
         start_kafka(object(), config)  # type: ignore[arg-type]  # refused before the session is used

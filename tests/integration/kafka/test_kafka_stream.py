@@ -64,6 +64,7 @@ def assert_mirror_exact(spark, lake, stream: Stream, tables: list[TableId]) -> i
     return g
 
 
+@pytest.mark.both_modes
 def test_multi_partition_topic_restart_and_lost_checkpoint_are_exact(spark, feed, lake):
     stream = build_sample()
     topic = feed(stream)
@@ -192,6 +193,7 @@ def test_broker_restart_mid_stream_keeps_a_processing_time_query_exact(spark, fe
     assert_mirror_exact(spark, lake, stream, [T])
 
 
+@pytest.mark.both_modes
 def test_every_batch_reports_metrics(spark, feed, lake):
     stream = Stream(topic="metrics", partitions=2)
     stream.create_table(SIMPLE_FOR_TESTS, stream.tso(1))

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-from delta.tables import DeltaTable
 from mirror import delta_rows, expected_rows
 
 from ingest.cli import main
@@ -35,10 +34,28 @@ def test_help_explains_every_run_flag(capsys):
         assert flag in text
 
 
-def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(spark, tmp_path, capsys):
+def _head_version(spark, path: str) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()["version"])
+
+
+def _demo(spark_mode: str, lake, capsys) -> str:
+    """``ticdc-ingest demo``: in this process on classic Spark; on Spark Connect as a user runs it,
+    ``SPARK_REMOTE=sc://127.0.0.1:PORT ticdc-ingest demo`` in a process of its own."""
+    if spark_mode == "classic":
+        assert main(["demo", "--target-path", str(lake)]) == 0
+        return capsys.readouterr().out
+    command = [sys.executable, "-m", "ingest.cli", "demo", "--target-path", str(lake)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.both_modes
+def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(
+    spark, spark_mode, tmp_path, capsys
+):
     lake = tmp_path / "lakehouse"
-    assert main(["demo", "--target-path", str(lake)]) == 0
-    out = capsys.readouterr().out
+    out = _demo(spark_mode, lake, capsys)
     assert "shop.customers" in out and "pending" in out
     stream = build_sample()
     g = stream.complete_watermark()
@@ -52,16 +69,12 @@ def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(spark,
     for table in tables:
         before[table] = delta_rows(spark, str(lake), table)
         assert before[table] == expected_rows(stream, table, g)
-    heads = {
-        t: DeltaTable.forPath(spark, f"{lake}/{t.schema}/{t.table}").history(1).first()["version"]
-        for t in tables
-    }
-    assert main(["demo", "--target-path", str(lake)]) == 0
+    heads = {t: _head_version(spark, f"{lake}/{t.schema}/{t.table}") for t in tables}
+    assert "run 1:" in out
+    _demo(spark_mode, lake, capsys)
     for table in tables:
         assert delta_rows(spark, str(lake), table) == before[table]
-        version = (
-            DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").history(1).first()["version"]
-        )
+        version = _head_version(spark, f"{lake}/{table.schema}/{table.table}")
         assert version == heads[table], f"{table} got a new Delta version on a replay"
 
 
@@ -96,6 +109,7 @@ def test_unreachable_packages_give_a_clear_error_not_a_bare_gateway_failure(tmp_
     assert "org.example.missing:nothing:0.0.1" in done.stdout
 
 
+@pytest.mark.both_modes
 def test_status_shows_g_and_each_tables_applied_tso(spark, tmp_path, capsys):
     lake = tmp_path / "lakehouse"
     assert main(["demo", "--target-path", str(lake)]) == 0
@@ -109,6 +123,7 @@ def test_status_shows_g_and_each_tables_applied_tso(spark, tmp_path, capsys):
     assert lines["shop.customers"][4:6] == ["8", "1"]  # rows, pending
 
 
+@pytest.mark.both_modes
 def test_run_progress_then_status_last_ddl_then_a_resync_that_cannot_reach_a_t(spark, tmp_path, capsys):
     stream = build_sample()
     lake = tmp_path / "lake"

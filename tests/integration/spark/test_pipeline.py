@@ -38,6 +38,7 @@ def simple_stream(partitions: int = 2) -> tuple[Stream, int]:
     return s, 10
 
 
+@pytest.mark.both_modes
 def test_sample_stream_mirrors_upstream_exactly_at_g(spark, run, lake):
     stream = build_sample()
     result = run(stream)
