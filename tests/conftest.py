@@ -30,7 +30,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("spark", [CLASSIC, CONNECT], indirect=True, scope="session")
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
@@ -39,7 +38,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, marker))
         if _mode(item) == CONNECT:
             item.add_marker(pytest.mark.connect)
-    items.sort(key=lambda item: _mode(item) == CONNECT)  # stable: Connect tests last, in their order
+
+
+class _ConnectLast:
+    """Orders the Connect runs after everything else, once pytest has ordered and selected the items."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        items.sort(key=lambda item: _mode(item) == CONNECT)  # stable: Connect tests last, in their order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_ConnectLast(), "ticdc-ingest-connect-last")
 
 
 def _mode(item: pytest.Item) -> str:

@@ -64,7 +64,6 @@ def assert_mirror_exact(spark, lake, stream: Stream, tables: list[TableId]) -> i
     return g
 
 
-@pytest.mark.both_modes
 def test_multi_partition_topic_restart_and_lost_checkpoint_are_exact(spark, feed, lake):
     stream = build_sample()
     topic = feed(stream)
@@ -193,7 +192,6 @@ def test_broker_restart_mid_stream_keeps_a_processing_time_query_exact(spark, fe
     assert_mirror_exact(spark, lake, stream, [T])
 
 
-@pytest.mark.both_modes
 def test_every_batch_reports_metrics(spark, feed, lake):
     stream = Stream(topic="metrics", partitions=2)
     stream.create_table(SIMPLE_FOR_TESTS, stream.tso(1))
@@ -218,6 +216,49 @@ def test_every_batch_reports_metrics(spark, feed, lake):
     progress = mirror.query.lastProgress
     observed = progress["observedMetrics"][OBSERVED]
     assert (observed["records"], observed["bytes"]) == (metrics["records"], metrics["bytes"])
+
+
+@pytest.mark.both_modes
+def test_available_now_restarts_read_only_what_is_new_and_a_batch_error_reaches_the_caller(spark, feed, lake):
+    # On Spark Connect the batch function runs in a Python process beside the server: what each batch did
+    # and the error it raised come back through our Delta state (progress, metrics), nothing else.
+    stream = Stream(topic="restart", partitions=2)
+    stream.create_table(SIMPLE_FOR_TESTS, stream.tso(1))
+    for i in range(6):
+        stream.insert(T, {"id": i, "v": f"a{i}"}, stream.tso(10 + i))
+    stream.watermark(stream.tso(20))
+    topic = feed(stream)
+    topic.send()
+    config = kafka_config(topic, lake)
+    first, read = run_counting(spark, config)
+    assert read == len(stream.records)
+    assert sum(r.records for r in first) == read and first[-1].global_watermark == stream.tso(20)
+    assert_mirror_exact(spark, lake, stream, [T])
+    after_first = load_progress(spark, config.state_path, config.stream_id)
+
+    # A restart over the same checkpoint reads only what was produced since.
+    stream.update(T, (1,), {"v": "b1"}, stream.tso(30))
+    stream.delete(T, (2,), stream.tso(31))
+    stream.watermark(stream.tso(40))
+    new = topic.send()
+    second, read = run_counting(spark, config)
+    assert read == new and sum(r.records for r in second) == new
+    assert [r.run_id for r in second] == list(
+        range(after_first.run_id + 1, after_first.run_id + 1 + len(second))
+    )
+    assert_mirror_exact(spark, lake, stream, [T])
+
+    # Progress restored to an older state while the checkpoint moved on: the batch raises OrderingError,
+    # and the caller gets that error, not only Spark's StreamingQueryException.
+    stale = IngestConfig.from_params(
+        {**_params(config), "stream-id": "restored", "checkpoint-location": str(lake.parent / "stale-cp")}
+    )
+    shutil.copytree(config.checkpoint_location, stale.checkpoint_location)
+    commit_progress(spark, stale.state_path, "restored", after_first)
+    stream.watermark(stream.tso(50))
+    topic.send()
+    with pytest.raises(OrderingError, match=r"checkpoint is ahead of our progress.*Delete the checkpoint"):
+        run_kafka(spark, stale)
 
 
 def test_cli_runs_a_kafka_stream(spark, feed, lake, capsys):
