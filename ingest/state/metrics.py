@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import errors
+from ingest.apply import delta_io
 from ingest.errors import IngestError
 from ingest.state.progress import COMPACT_EVERY, KEEP_RUNS
 
@@ -104,30 +104,22 @@ def load_failure(
 
 def compact_metrics(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> None:
     """Drop the stream's rows older than its newest KEEP_RUNS runs and compact the table's small files."""
-    path = _quoted(metrics_path(state_path))
-    spark.sql(
-        f"DELETE FROM delta.{path} WHERE stream_id = :stream AND run_id <= :oldest",
-        args={"stream": stream_id, "oldest": run_id - KEEP_RUNS},
+    path = metrics_path(state_path)
+    delta_io.delete(
+        spark, path, f"stream_id = {delta_io.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
     )
-    spark.sql(f"OPTIMIZE delta.{path}")
+    delta_io.optimize(spark, path)
 
 
 def _append(spark: SparkSession, state_path: str, row: tuple[object, ...]) -> None:
-    spark.createDataFrame([row], SCHEMA).write.format("delta").mode("append").save(metrics_path(state_path))
+    delta_io.write(spark.createDataFrame([row], SCHEMA), metrics_path(state_path), "append")
 
 
 def _table(spark: SparkSession, state_path: str, stream_id: str) -> DataFrame:
     path = metrics_path(state_path)
-    try:
-        frame = spark.read.format("delta").load(path)
-        frame.schema  # noqa: B018  (Spark Connect analyses lazily: this is where a missing table fails)
-    except AnalysisException:
+    if not delta_io.is_delta_table(spark, path):
         return spark.createDataFrame([], SCHEMA)
-    return frame.where(F.col("stream_id") == stream_id)
-
-
-def _quoted(path: str) -> str:
-    return "`" + path.replace("`", "``") + "`"
+    return delta_io.read(spark, path).where(F.col("stream_id") == stream_id)
 
 
 def _rebuild(class_name: str, message: str) -> IngestError:
