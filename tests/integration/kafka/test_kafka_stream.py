@@ -48,8 +48,19 @@ def run_counting(spark, config: IngestConfig) -> tuple[list, int]:
     """Run AvailableNow to the end; returns the batch results and how many records Spark read from Kafka."""
     mirror = start_kafka(spark, config)
     mirror.await_termination()
-    observed = [p.get("observedMetrics", {}).get(OBSERVED) for p in mirror.query.recentProgress]
+    observed = [observed_metrics(p) for p in mirror.query.recentProgress]
     return mirror.results(), sum(m["records"] for m in observed if m)
+
+
+def observed_metrics(progress) -> dict | None:
+    """Our observed metrics in a query progress, by name. Spark Connect's progress holds the row as its
+    values and its schema (``Row(values=[...], schema={...})``), classic Spark's as a row by name."""
+    row = progress.get("observedMetrics", {}).get(OBSERVED)
+    if row is None:
+        return None
+    if set(row.__fields__) == {"values", "schema"}:
+        return dict(zip((f["name"] for f in row["schema"]["fields"]), row["values"], strict=True))
+    return row.asDict()
 
 
 def assert_mirror_exact(spark, lake, stream: Stream, tables: list[TableId]) -> int:

@@ -11,11 +11,11 @@ from decimal import Decimal
 
 import orjson
 import pytest
-from delta.tables import DeltaTable
 from dumpling_export import Dialect, write_export
 from mirror import delta_rows, expected_rows
 from pyspark.sql import functions as F
 
+from ingest.apply import delta_io
 from ingest.cli import main
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import ConfigError
@@ -131,7 +131,7 @@ def _assert_loaded_at_snapshot(spark, lake, s, snapshot, creates):
         path = _table_path(lake, table)
         assert delta_rows(spark, str(lake), table) == expected_rows(s, table, snapshot), table
         assert table_state.read_table_state(spark, path).applied_ts == snapshot
-        properties = DeltaTable.forPath(spark, path).detail().first()["properties"]
+        properties = delta_io.properties(spark, path)
         assert properties["ticdc.appliedTs"] == str(snapshot)
         assert orjson.loads(properties["ticdc.keyColumns"]) == _key(creates[table])
         stamps = spark.read.format("delta").load(path).select(F.collect_set("_tidb_commit_ts")).first()[0]
