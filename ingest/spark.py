@@ -125,7 +125,7 @@ def remote_session(url: str, *, app_name: str = "ticdc-ingest") -> SparkSession:
         SparkSetupError: the Connect client is not installed (the ``connect`` extra), or the server does
             not answer.
     """
-    if not url.startswith("sc://"):
+    if not url.startswith(("sc://", "local")):
         raise SparkSetupError(f"spark-remote: {url!r} is not a Spark Connect URL; write sc://host:port")
     try:
         return SparkSession.builder.remote(url).appName(app_name).getOrCreate()

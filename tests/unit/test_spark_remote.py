@@ -1,0 +1,34 @@
+"""Where Spark runs: --spark-remote / SPARK_REMOTE select a Spark Connect server, before any Spark starts."""
+
+import pytest
+
+from ingest.cli import _parser, _without_subcommand
+from ingest.errors import SparkSetupError
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--spark-remote", "sc://127.0.0.1:15002", "demo"], ["demo", "--spark-remote=sc://127.0.0.1:15002"]],
+)
+def test_spark_remote_is_taken_before_or_after_the_subcommand(argv):
+    args = _parser().parse_args(argv)
+    assert (args.command, args.spark_remote) == ("demo", "sc://127.0.0.1:15002")
+
+
+def test_spark_remote_is_not_a_mirror_parameter():
+    args = _parser().parse_args(["run", "--input", "in", "--target-path", "lake"])
+    assert not hasattr(args, "spark_remote")
+
+
+def test_named_parameters_with_spark_remote_still_mean_run():
+    assert _without_subcommand(["--spark-remote=sc://h:1", "--input=in"])
+    assert not _without_subcommand(["--spark-remote", "sc://h:1", "status", "--target-path", "lake"])
+    assert not _without_subcommand(["--help"])
+
+
+def test_a_url_that_is_not_spark_connect_is_refused_with_the_form_to_use(monkeypatch):
+    from ingest.spark import get_session
+
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    with pytest.raises(SparkSetupError, match="not a Spark Connect URL; write sc://host:port"):
+        get_session(remote="http://127.0.0.1:15002")
