@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CACHE := $(HOME)/.cache/ticdc-delta-ingest
 
 .DEFAULT_GOAL := help
-.PHONY: help install jars demo test test-unit test-spark test-kafka bench lint fmt typecheck sample clean \
+.PHONY: help install jars demo test test-unit test-spark test-kafka test-connect bench lint fmt typecheck sample clean \
 	kafka-up kafka-down kafka-sample registry-up registry-down \
 	connect-up connect-down
 
@@ -39,6 +39,9 @@ test-spark: jars ## only the local Spark + Delta tests
 
 test-kafka: jars ## only the tests against a real local Kafka broker (started and stopped by the tests)
 	$(BIN)/python -m pytest -m kafka
+
+test-connect: jars ## only the Spark Connect runs of the both_modes tests (a local server, started and stopped)
+	$(BIN)/python -m pytest -m connect
 
 kafka-up: $(STAMP) ## start a local Kafka broker (KRaft, jars from Maven Central) and print its address
 	$(BIN)/python -m testkit.local_services kafka-up
