@@ -109,7 +109,6 @@ def test_unreachable_packages_give_a_clear_error_not_a_bare_gateway_failure(tmp_
     assert "org.example.missing:nothing:0.0.1" in done.stdout
 
 
-@pytest.mark.both_modes
 def test_status_shows_g_and_each_tables_applied_tso(spark, tmp_path, capsys):
     lake = tmp_path / "lakehouse"
     assert main(["demo", "--target-path", str(lake)]) == 0
