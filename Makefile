@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install the project with its local Spark/Delta and dev tools
 
 jars: $(STAMP) ## fetch the Spark packages (Delta) from Maven Central into ~/.cache, once per machine
-	$(BIN)/python -m ingest.warmup
+	$(BIN)/python -m ingest.warmup >&2  # stdout stays free for targets that print a value (connect-up)
 
 demo: jars ## mirror the bundled sample stream into ./lakehouse and print what happened per table
 	$(BIN)/ticdc-ingest demo --target-path lakehouse
