@@ -47,5 +47,4 @@ def replace_buffer(
         return
     if not exists:
         delta_io.create_table(spark, path, SCHEMA)
-    replace = f"stream_id = '{stream_id.replace(chr(39), chr(39) * 2)}'"
-    delta_io.write(rows, path, "overwrite", replaceWhere=replace)
+    delta_io.write(rows, path, "overwrite", replaceWhere=f"stream_id = {delta_io.sql_string(stream_id)}")

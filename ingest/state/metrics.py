@@ -7,8 +7,8 @@ per batch, written after the batch's progress commit, with its ``BatchResult`` a
 batch that failed with an :class:`IngestError`, the error's class and message. The driver reads them back
 (:func:`load_results`, :func:`load_failure`).
 
-Like the progress table it is append-only and pruned: every ``COMPACT_EVERY`` runs it keeps each stream's
-newest ``KEEP_RUNS`` runs and is compacted, so it does not grow without bound.
+Like the progress table it is append-only and pruned by ``progress.prune_runs``: every ``COMPACT_EVERY``
+runs it keeps each stream's newest ``KEEP_RUNS`` runs and is compacted, so it does not grow without bound.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from ingest import errors
 from ingest.apply import delta_io
 from ingest.errors import IngestError
-from ingest.state.progress import COMPACT_EVERY, KEEP_RUNS
+from ingest.state import progress
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +49,11 @@ def metrics_path(state_path: str) -> str:
 def record_result(
     spark: SparkSession, state_path: str, stream_id: str, run_id: int, batch_id: int, result: str
 ) -> None:
-    """Append a finished batch's result (``BatchResult.to_json()``, after its progress commit).
-
-    Every COMPACT_EVERY runs the table is pruned and compacted.
-    """
+    """Append a finished batch's result (``BatchResult.to_json()``, after its progress commit), and prune
+    the table as the progress table is pruned."""
     row = (stream_id, run_id, batch_id, datetime.now(timezone.utc), result, None, None)
     _append(spark, state_path, row)
-    if run_id % COMPACT_EVERY == 0:
-        compact_metrics(spark, state_path, stream_id, run_id)
+    progress.prune_runs(spark, metrics_path(state_path), stream_id, run_id)
 
 
 def record_failure(
@@ -100,15 +97,6 @@ def load_failure(
         if first_line and first_line in text:
             return _rebuild(str(row["error_class"]), message)
     return None
-
-
-def compact_metrics(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> None:
-    """Drop the stream's rows older than its newest KEEP_RUNS runs and compact the table's small files."""
-    path = metrics_path(state_path)
-    delta_io.delete(
-        spark, path, f"stream_id = {delta_io.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
-    )
-    delta_io.optimize(spark, path)
 
 
 def _append(spark: SparkSession, state_path: str, row: tuple[object, ...]) -> None:

@@ -105,17 +105,19 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
     )
     path = progress_path(state_path)
     delta_io.write(spark.createDataFrame([row], SCHEMA), path, "append")
-    if progress.run_id % COMPACT_EVERY == 0:
-        compact_progress(spark, state_path, stream_id, progress.run_id)
+    prune_runs(spark, path, stream_id, progress.run_id)
 
 
-def compact_progress(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> None:
-    """Drop the stream's runs older than its newest KEEP_RUNS and compact the table's small files.
+def prune_runs(spark: SparkSession, path: str, stream_id: str, run_id: int) -> None:
+    """On every COMPACT_EVERY-th run, drop a per-run state table's rows of the stream older than its newest
+    KEEP_RUNS runs and compact the table's small files (the progress and the metrics table).
 
-    Runs after the new row is committed, so a crash here loses nothing: the next multiple of COMPACT_EVERY
-    tries again. Other streams' rows are left as they are (each compacts its own when it gets there).
+    Called after the run's row is committed, so a crash here loses nothing: the next multiple of
+    COMPACT_EVERY tries again. Other streams' rows are left as they are (each prunes its own when it gets
+    there).
     """
-    path = progress_path(state_path)
+    if run_id % COMPACT_EVERY:
+        return
     older = f"stream_id = {delta_io.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
     delta_io.delete(spark, path, older)
     delta_io.optimize(spark, path)

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import delta_io
+from ingest.apply.delta_io import quote
 from ingest.apply.merge import BAD_COLUMN
 from ingest.model import TableId
 
@@ -79,7 +80,7 @@ def write(
     if not delta_io.prepare_to_create(spark, path):
         delta_io.create_table(spark, path, SCHEMA)
     same = (
-        " AND ".join(f"q.`{c}` = r.`{c}`" for c in ("topic", "partition", "offset"))
+        " AND ".join(f"q.{quote(c)} = r.{quote(c)}" for c in ("topic", "partition", "offset"))
         + " AND q.error <=> r.error"
     )
     delta_io.merge(spark, path, rows, same, "WHEN NOT MATCHED THEN INSERT *", target="q", alias="r")
