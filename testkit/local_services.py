@@ -35,7 +35,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -681,51 +681,42 @@ def _read_state(name: str) -> dict[str, Any] | None:
     return state
 
 
-def _kafka_up() -> int:
-    state = _read_state("kafka")
-    if state is not None:
-        print(state["bootstrap_servers"])
-        return 0
-    data_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-kafka-"))
-    broker = KafkaBroker(data_dir, owned=False).start()
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    _state_file("kafka").write_text(
-        json.dumps(
-            {"pid": broker.pid, "bootstrap_servers": broker.bootstrap_servers, "data_dir": str(data_dir)}
-        )
-    )
-    print(broker.bootstrap_servers)
+def _service_up(name: str, address_key: str, start: Callable[[Path], tuple[int | None, str]]) -> int:
+    """Print a running service's address, or start it (detached) in a new work directory and record its
+    pid, address and directory for the matching ``-down`` command."""
+    state = _read_state(name)
+    if state is None:
+        work_dir = Path(tempfile.mkdtemp(prefix=f"ticdc-ingest-{name}-"))
+        pid, address = start(work_dir)
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        state = {"pid": pid, address_key: address, "data_dir": str(work_dir)}
+        _state_file(name).write_text(json.dumps(state))
+    print(state[address_key])
     return 0
+
+
+def _kafka_up() -> int:
+    def start(work_dir: Path) -> tuple[int | None, str]:
+        broker = KafkaBroker(work_dir, owned=False).start()
+        return broker.pid, broker.bootstrap_servers
+
+    return _service_up("kafka", "bootstrap_servers", start)
 
 
 def _registry_up() -> int:
-    state = _read_state("registry")
-    if state is not None:
-        print(state["url"])
-        return 0
-    work_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-registry-"))
-    registry = RegistryServer(work_dir, owned=False).start()
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    _state_file("registry").write_text(
-        json.dumps({"pid": registry.pid, "url": registry.url, "data_dir": str(work_dir)})
-    )
-    print(registry.url)
-    return 0
+    def start(work_dir: Path) -> tuple[int | None, str]:
+        registry = RegistryServer(work_dir, owned=False).start()
+        return registry.pid, registry.url
+
+    return _service_up("registry", "url", start)
 
 
 def _connect_up() -> int:
-    state = _read_state("connect")
-    if state is not None:
-        print(state["url"])
-        return 0
-    work_dir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-connect-"))
-    server = SparkConnectServer(work_dir, owned=False).start()
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    _state_file("connect").write_text(
-        json.dumps({"pid": server.pid, "url": server.url, "data_dir": str(work_dir)})
-    )
-    print(server.url)
-    return 0
+    def start(work_dir: Path) -> tuple[int | None, str]:
+        server = SparkConnectServer(work_dir, owned=False).start()
+        return server.pid, server.url
+
+    return _service_up("connect", "url", start)
 
 
 def _down(name: str, marker: str) -> int:
