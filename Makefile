@@ -5,6 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CACHE := $(HOME)/.cache/ticdc-delta-ingest
+# Test worker processes (pytest-xdist). loadgroup without groups hands out one test at a time, in collection
+# order and never reordered, so on each worker the Spark Connect runs (collected last) come after every
+# classic test, as pyspark needs (one mode per process); `--dist load` would send large blocks up front.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .DEFAULT_GOAL := help
 .PHONY: help install jars demo test test-unit test-spark test-kafka test-connect bench lint fmt typecheck sample clean \
@@ -28,14 +33,14 @@ jars: $(STAMP) ## fetch the Spark packages (Delta) from Maven Central into ~/.ca
 demo: jars ## mirror the bundled sample stream into ./lakehouse and print what happened per table
 	$(BIN)/ticdc-ingest demo --target-path lakehouse
 
-test: jars ## the whole suite: unit and real Spark + Delta tests
-	$(BIN)/python -m pytest
+test: jars ## the whole suite: unit and real Spark + Delta tests, on TEST_WORKERS processes (default 2)
+	$(BIN)/python -m pytest $(XDIST)
 
 test-unit: $(STAMP) ## the fast loop: pure logic only, no Spark
 	$(BIN)/python -m pytest -m "not spark and not kafka and not notebook"
 
 test-spark: jars ## only the local Spark + Delta tests
-	$(BIN)/python -m pytest -m spark
+	$(BIN)/python -m pytest $(XDIST) -m spark
 
 test-kafka: jars ## only the tests against a real local Kafka broker (started and stopped by the tests)
 	$(BIN)/python -m pytest -m kafka
