@@ -221,7 +221,7 @@ def _alive(pid: int) -> bool:
 # registry outlives the run that needed it.
 _WATCHDOG = """
 import os, signal, sys, time
-owner, service = int(sys.argv[1]), int(sys.argv[2])
+owner, service, group = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] == ["group"]
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -231,8 +231,18 @@ def alive(pid):
 while alive(owner) and alive(service):
     time.sleep(1)
 if alive(service):
-    os.kill(service, signal.SIGKILL)
+    (os.killpg if group else os.kill)(service, signal.SIGKILL)
 """
+
+
+def watch(pid: int, *, group: bool = False) -> None:
+    """Kill ``pid`` (with ``group``: its whole process group) when this process dies first, however it
+    dies: a process started in a session of its own outlives an interrupted test run otherwise."""
+    subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(pid), *(["group"] if group else [])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
 
 
 @dataclass
@@ -262,11 +272,7 @@ class _Process:
             )
         self.pid = self._popen.pid
         if self.owned:
-            subprocess.Popen(
-                [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.pid)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
+            watch(self.pid)
 
     def running(self) -> bool:
         if self._popen is not None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ingest.model import TableId
+from testkit.local_services import watch
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 PROFILES = {
@@ -98,13 +99,16 @@ def run_args(input_dir: Path, lake: Path, protocol: str) -> list[str]:
 
 
 def child_process(args: list[str]) -> subprocess.Popen[bytes]:
-    # Its own process group, so one killpg takes the Spark JVM down with the Python driver.
-    return subprocess.Popen(
+    # Its own process group, so one killpg takes the Spark JVM down with the Python driver; and that group
+    # goes with this process if the test run is interrupted.
+    child = subprocess.Popen(
         [sys.executable, "-c", CHILD, *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    watch(child.pid, group=True)
+    return child
 
 
 def run_killed(args: list[str], delays: list[float]) -> list[str]:

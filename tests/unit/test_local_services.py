@@ -56,3 +56,36 @@ def test_a_service_started_for_the_command_line_outlives_it(tmp_path):
         assert alive
     finally:
         os.kill(service, signal.SIGKILL)
+
+
+# A killed-at-random test's child: a process group of its own (the driver and, under it, the JVM).
+GROUP_OWNER = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from testkit.local_services import watch
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, time; p = subprocess.Popen(['sleep', '300']); "
+         "print(p.pid, flush=True); time.sleep(300)"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    watch(leader.pid, group=True)
+    print(leader.pid, leader.stdout.readline().strip(), flush=True)
+    time.sleep(300)
+    """
+)
+
+
+def test_a_watched_process_group_dies_with_the_test_run_that_started_it():
+    owner = subprocess.Popen([sys.executable, "-c", GROUP_OWNER], stdout=subprocess.PIPE, text=True)
+    leader, member = (int(pid) for pid in owner.stdout.readline().split())
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    deadline = time.monotonic() + 10
+    while (_alive(leader) or _alive(member)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        assert not _alive(leader) and not _alive(member)
+    finally:
+        for pid in (leader, member):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
