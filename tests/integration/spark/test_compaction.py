@@ -1,0 +1,99 @@
+"""Mirrored tables compact themselves (Delta auto compaction), and what we read back from the history still
+holds: each table's A_T, the as-of versions, and Delta's idempotent-write ids.
+
+Delta compacts only once 50 small files have piled up; the test lowers that threshold for its own session so
+that every batch is followed by a compaction commit.
+"""
+
+import pytest
+from pyspark.sql import functions as F
+
+from ingest import asof
+from ingest.apply import delta_io
+from ingest.apply.merge import RANK_COLUMN, apply_merge
+from ingest.apply.schema import AUTO_COMPACT
+from ingest.config import IngestConfig
+from ingest.model import TableState
+from ingest.order import RANK_UPSERT
+from ingest.pipeline import run_files
+from ingest.state.table_state import (
+    COMMIT_TS_COLUMN,
+    read_table_state,
+    state_from_metadata,
+    state_to_metadata,
+)
+from testkit.workload import Mix, Workload, WorkloadSpec, write_records
+
+MIN_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
+
+
+@pytest.fixture
+def compact_early(spark):
+    spark.conf.set(MIN_FILES, "2")
+    try:
+        yield
+    finally:
+        spark.conf.unset(MIN_FILES)
+
+
+def _rows(spark, path, version=None):
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return {r["id"]: (r["c1"], r["c2"]) for r in reader.load(path).collect()}
+
+
+@pytest.mark.both_modes
+def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp_path, compact_early):
+    workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY, width=3, partitions=1))
+    workload.create_tables()
+    workload.insert_rows(20)
+    lake = tmp_path / "lake"
+    path = str(lake / "bench" / "t0")
+    points = []
+    for batch in range(3):
+        if batch:
+            workload.changes(15)
+        records = tmp_path / f"in-{batch}"
+        write_records(workload.take(), records, topic="tidb_cdc")
+        run_files(spark, IngestConfig.from_params({"input": str(records), "target-path": str(lake)}))
+        points.append((workload.last_ts, _rows(spark, path)))
+
+    assert delta_io.properties(spark, path)[AUTO_COMPACT] == "true"
+    history = delta_io.history(spark, path).collect()
+    compactions = [
+        r for r in history if r["operation"] == "OPTIMIZE" and r["operationParameters"].get("auto") == "true"
+    ]
+    assert len(compactions) >= 2, [r["operation"] for r in history]
+    # Each compaction commit carries the state of the write it followed, so a history of compactions cannot
+    # push our newest state out of the HISTORY_DEPTH commits read_table_state searches.
+    for commit in compactions:
+        state = state_from_metadata(commit["userMetadata"])
+        assert state is not None
+        made_by = max((r for r in history if r["version"] < commit["version"]), key=lambda r: r["version"])
+        assert state == state_from_metadata(made_by["userMetadata"])
+    assert delta_io.detail(spark, path)["numFiles"] <= 2
+    assert read_table_state(spark, path).applied_ts == workload.last_ts
+
+    for g, rows in points:
+        answer = asof.resolve(spark, str(lake), g)
+        assert answer.g == g
+        assert _rows(spark, path, answer.tables[0].version) == rows
+
+    # A write with a transaction version already committed is skipped, compactions in between or not.
+    def write(key, txn_version):
+        source = spark.range(key, key + 1).select(
+            F.col("id"),
+            F.lit(1).cast("int").alias("c1"),
+            F.lit("x").alias("c2"),
+            F.lit(workload.last_ts).alias(COMMIT_TS_COLUMN),
+            F.lit(RANK_UPSERT).alias(RANK_COLUMN),
+        )
+        metadata = state_to_metadata(TableState(applied_ts=workload.last_ts), run_id=99, step="test")
+        apply_merge(spark, path, source, ("id",), ["id", "c1", "c2"], metadata, ("replay-test", txn_version))
+
+    write(10_000, 1)
+    write(10_001, 2)
+    write(10_002, 1)
+    assert {10_000, 10_001} <= set(_rows(spark, path))
+    assert 10_002 not in _rows(spark, path)
