@@ -3,15 +3,30 @@
 Only the shape of the report is checked; performance is measured by `make bench`, never asserted here.
 """
 
+import json
 import re
 
 from bench.run import SECTIONS, Sizes, run
+
+RESULT_KEYS = (
+    "tables_100_vs_1",
+    "tables_10_vs_1",
+    "insert_apply_vs_ingest",
+    "insert_apply_vs_append",
+    "decode_canal_json_vs_orjson",
+    "merge_10m_vs_1m",
+    "naive_vs_ours",
+    "jobs_per_batch_1_table",
+    "jobs_per_batch_100_tables",
+    "small_files_after_1000_batches",
+)
 
 
 def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
     sizes = Sizes.smoke()
     output = tmp_path / "BENCHMARKS.md"
-    text = run(spark, sizes, output, tmp_path / "work", smoke=True)
+    results = tmp_path / "results.json"
+    text = run(spark, sizes, output, tmp_path / "work", smoke=True, results=results)
 
     assert output.read_text() == text
     positions = [text.find(section + "\n") for section in SECTIONS]
@@ -36,9 +51,10 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
         assert re.search(
             rf"^\| {mix}, {keys} \| {sizes.apply_events:,} \| [\d,]+ \| .* \| [\d.]+x \|$", text, re.M
         )
-    assert re.search(
-        rf"^\| insert-only, uniform \| {sizes.large_batch:,} \| [\d,]+ \| .* \| [\d.]+x \|$", text, re.M
-    )
+    if sizes.large_batch:
+        assert re.search(
+            rf"^\| insert-only, uniform \| {sizes.large_batch:,} \| [\d,]+ \| .* \| [\d.]+x \|$", text, re.M
+        )
     # Update-heavy Zipf changes one key several times in a batch: the raw-event MERGE cannot run.
     assert re.search(r"^\| update-heavy, zipf \| does not run: .*multiple source rows", text, re.M | re.I)
     assert re.search(r"^\| insert-only, uniform \| [\d.]+ s \| [\d.]+ s \| [\d.]+x \|$", text, re.M)
@@ -49,4 +65,26 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
             )
     assert re.search(r"^\| Spark driver JVM .* \| [1-9][\d,]* MiB \|$", text, re.M)
     targets = re.findall(r"^\| (.+?) \| [\d.]+x \| (met|missed) \|", text, re.M)
-    assert len(targets) == 3, targets
+    assert len(targets) == 6, targets
+
+    assert re.search(
+        rf"^\| insert-only, uniform \| {sizes.apply_events:,} \| [\d.]+ s \| [\d.]+ s \| [\d.]+x \|$",
+        text,
+        re.M,
+    )
+    for count in (1, sizes.tables_some, sizes.tables_many):
+        assert re.search(
+            rf"^\| {count:,} \| [\d,]+ \| [\d.]+ s \| [\d.]+ s \| [1-9]\d* \| [\d.]+x \|$", text, re.M
+        ), count
+    for compaction in (r"on \(default\)", "off"):
+        assert re.search(
+            rf"^\| {compaction} \| {sizes.small_batches:,} \| [\d.]+ s \| [1-9][\d,]* \| .* MiB "
+            r"\| [\d,]+ \| [\d.]+ s \|$",
+            text,
+            re.M,
+        ), compaction
+    document = json.loads(results.read_text())
+    assert document["smoke"] is True
+    assert len(document["load_average_at_start"]) == 3
+    for key in RESULT_KEYS:
+        assert isinstance(document[key], int | float) and document[key] >= 0, key
