@@ -1022,10 +1022,10 @@ class Bench:
             "by the product (`apply.schema.create_table`, every mirrored table's properties) and each batch "
             "is the product's MERGE (`apply.merge.apply_merge`, the commitTs guard, userMetadata and a txn "
             "id), without the rest of the pipeline: a full pipeline batch is measured in the tables above. "
-            "Compaction on: the mirror's default (`delta.autoOptimize.autoCompact`, Delta compacts once 50 "
-            "small files have piled up); off: the same table with the property set to false. Files: "
-            "`numFiles` of DESCRIBE DETAIL after the last batch. Full read: every column of every row (the "
-            "largest hash of a row), best of two.",
+            "Compaction on: the mirror's default (`delta.autoOptimize.autoCompact`: after a write, Delta "
+            "decides whether small files are worth combining); off: the same table with the property set "
+            "to false. Files: `numFiles` of DESCRIBE DETAIL after the last batch. Full read: every column "
+            "of every row (the largest hash of a row), best of two.",
             "",
             "| Compaction | Batches | MERGE per batch | Data files | Size | Compaction commits | Full read |",
             "|---|---:|---:|---:|---:|---:|---:|",

@@ -40,9 +40,9 @@ logger = logging.getLogger(__name__)
 # rewriting the file. Every other Delta feature is turned on only by the first DDL that needs it, so a
 # table that never needed one stays readable by readers that lack it (delta-rs and the Polars and DuckDB
 # readers built on it read column mapping and deletion vectors, but not type widening).
-# Auto compaction (OSS Delta since 3.1; the same property on Databricks): after a commit that leaves at least
-# spark.databricks.delta.autoCompact.minNumFiles (50) small files, Delta compacts them in a second commit of
-# the same write. Without it a MERGE every few seconds leaves tens of thousands of small files and deletion
+# Auto compaction (OSS Delta since 3.1; the same property on Databricks): after a commit that leaves small
+# files to combine (spark.databricks.delta.autoCompact.* tune when), Delta compacts them in a second commit
+# of the same write. Without it a MERGE every few seconds leaves tens of thousands of small files and deletion
 # vectors a day. That commit is made while the write's session confs are still set, so it carries the
 # write's userMetadata (the same A_T: compaction changes no row) and the newest of our commits is still
 # found within HISTORY_DEPTH; tests/integration/spark/test_compaction.py holds this.
