@@ -1472,6 +1472,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     sizes = Sizes.from_env(smoke=args.smoke)
     workdir = Path(tempfile.mkdtemp(prefix="ticdc-ingest-bench-"))
+    # Spark's status store keeps the newest 1,000 jobs, and a batch over 100 tables starts more: its job count
+    # would come out short.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.retainedJobs=1000000 pyspark-shell")
     try:
         spark = local_session(
             app_name="ticdc-ingest-bench",
