@@ -1010,7 +1010,7 @@ class Bench:
         self.results["small_files_after_1000_batches_compaction_off"] = off.files
         rows = [
             f"| {label} | {r.batches:,} | {r.merge_seconds / r.batches:.2f} s | {r.files:,} "
-            f"| {_mib(r.bytes)} | {r.compactions:,} | {r.read_seconds:.2f} s |"
+            f"| {r.bytes / 1024:,.0f} KiB | {r.compactions:,} | {r.read_seconds:.2f} s |"
             for label, r in (("on (default)", on), ("off", off))
         ]
         self.out(

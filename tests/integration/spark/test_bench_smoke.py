@@ -78,7 +78,7 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
         ), count
     for compaction in (r"on \(default\)", "off"):
         assert re.search(
-            rf"^\| {compaction} \| {sizes.small_batches:,} \| [\d.]+ s \| [1-9][\d,]* \| .* MiB "
+            rf"^\| {compaction} \| {sizes.small_batches:,} \| [\d.]+ s \| [1-9][\d,]* \| [\d,]+ KiB "
             r"\| [\d,]+ \| [\d.]+ s \|$",
             text,
             re.M,
