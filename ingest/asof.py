@@ -233,7 +233,8 @@ def _check_files(spark: SparkSession, table: TableId, path: str, version: int, g
     try:
         files = spark.read.format("delta").option("versionAsOf", version).load(path).inputFiles()
         if files:
-            spark.read.format("binaryFile").load(files).schema  # noqa: B018 - resolving checks existence
+            # Over Spark Connect inputFiles() is a protobuf repeated field, which load() refuses: not a list.
+            spark.read.format("binaryFile").load(list(files)).schema  # noqa: B018 - resolving checks existence
     except AnalysisException as exc:
         raise AsOfRefused(
             f"{table}: version {version}, which held upstream at G = {g} ({tso_to_datetime(g).isoformat()}), "
