@@ -103,6 +103,12 @@ _INTERVAL = re.compile(r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$")
 E = TypeVar("E", bound=Enum)
 
 
+def _whole(number: float) -> int:
+    if number != int(number) or number < 1:
+        raise ConfigError(f"table-parallelism must be a whole number >= 1, got {number:g}")
+    return int(number)
+
+
 def _choice(params: Mapping[str, str], key: str, kind: type[E]) -> E:
     """An enum-valued parameter; the error names the key, the value and every accepted value."""
     text = parameters.value(params, _RUN[key]) or ""
@@ -203,6 +209,8 @@ class IngestConfig:
     partitions: frozenset[PartitionId] | None = None
     table_name_template: str | None = None
     max_bad_ratio: float = 0.0
+    # Tables of one batch applied at once, each from its own driver thread.
+    table_parallelism: int = 4
     stream_id: str = "default"
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
@@ -231,6 +239,8 @@ class IngestConfig:
             raise ConfigError("target-path: a directory for the Delta tables is required (--target-path DIR)")
         if not 0.0 <= self.max_bad_ratio <= 1.0:
             raise ConfigError(f"max-bad-ratio must be in [0, 1], got {self.max_bad_ratio}")
+        if self.table_parallelism < 1:
+            raise ConfigError(f"table-parallelism must be a whole number >= 1, got {self.table_parallelism}")
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
@@ -328,6 +338,7 @@ class IngestConfig:
             partitions=parameters.parse_partitions(partitions) if partitions else None,
             table_name_template=normalized.get("table-name-template") or None,
             max_bad_ratio=parameters.number(normalized, _RUN["max-bad-ratio"]),
+            table_parallelism=_whole(parameters.number(normalized, _RUN["table-parallelism"])),
             stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
             drop_table=_choice(normalized, "drop-table", DropTablePolicy),
             unknown_ddl=_choice(normalized, "unknown-ddl", UnknownDdlPolicy),

@@ -90,6 +90,8 @@ RUN: tuple[Parameter, ...] = (
     Parameter("table-name-template", None, "also register each table in the catalog under this name, e.g. "
               "'main.{database}.{table}'"),
     Parameter("max-bad-ratio", "0", "share of records that may be quarantined before the run fails"),
+    Parameter("table-parallelism", "4", "how many tables a batch applies at once (1: one after another); "
+              "each runs its own Spark jobs from a driver thread"),
     Parameter("stream-id", "default", "names this stream's progress, so several streams can share a state "
               "path"),
     Parameter("unknown-ddl", "fail", "a DDL the mirror does not know or cannot parse: stop before it (fail), "

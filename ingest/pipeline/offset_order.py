@@ -38,6 +38,7 @@ from ingest.pipeline.batch import (
     check_partitions,
     quarantine_undecodable,
 )
+from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.schema_change import apply_change
 from ingest.plan import avro_schema as plan_avro
@@ -106,10 +107,15 @@ def _process(
     reads = _table_reads(dml)
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
-    for number, (table, read) in enumerate(sorted(reads.items()), start=1):
-        logger.info("run %d: table %d/%d: %s", run_id, number, len(reads), table)
-        report, state = _apply_table(spark, config, table, read, dml, book, committed, run_id)
+    ordered = sorted(reads)
+
+    def first_pass(table: TableId) -> None:
+        logger.info("run %d: table %d/%d: %s", run_id, ordered.index(table) + 1, len(ordered), table)
+        report, state = _apply_table(spark, config, table, reads[table], dml, book, committed, run_id)
         reports[table], states[table] = report, state
+
+    apply_tables(ordered, first_pass, config.table_parallelism)
+    reports = {table: reports[table] for table in ordered}
     conversion_bad = sum(r.quarantined for r in reports.values())
     check_bad_ratio(config, bad + conversion_bad, records)
     # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.

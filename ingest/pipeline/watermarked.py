@@ -38,6 +38,7 @@ from ingest.pipeline.batch import (
     stop_on_fatal,
 )
 from ingest.pipeline.ddl import apply_database_ddl, apply_ddl
+from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.segments import apply_segment
 from ingest.plan import schema as plan_schema
@@ -193,16 +194,28 @@ def _process(
     # batch may yet fail on max-bad-ratio, and a re-run after the fix must find those rows unapplied. Only
     # when the whole batch's count is known to pass do such tables go on past their quarantined rows.
     deferred: list[TableId] = []
-    for number, table in enumerate(tables, start=1):
-        logger.info("run %d: table %d/%d: %s", run_id, number, len(tables), table)
+    over: list[bool] = []
+    position = {table: number for number, table in enumerate(tables, start=1)}
+
+    def first_pass(table: TableId) -> TableReport | None:
+        logger.info("run %d: table %d/%d: %s", run_id, position[table], len(tables), table)
         if any(table in targets_of[t] for t in deferred):
             deferred.append(table)  # a rename target copies its source, which is not complete yet
-            continue
-        reports[table] = apply(table, None)
-        if reports[table].held_through is not None:
+            return None
+        report = reports[table] = apply(table, None)
+        if report.held_through is not None:
             deferred.append(table)
-            if over_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records):
-                break  # the batch fails whatever comes next: leave the remaining tables untouched
+            if over_bad_ratio(config, bad + sum(r.quarantined for r in list(reports.values())), records):
+                over.append(True)  # the batch fails whatever comes next: leave the remaining tables untouched
+        return report
+
+    # Rename sources one after another, first (their targets copy them); then every other table at once.
+    renamed = [t for t in tables if t in sources]
+    apply_tables(renamed, first_pass, 1, stop=lambda: bool(over))
+    apply_tables(
+        [t for t in tables if t not in sources], first_pass, config.table_parallelism, stop=lambda: bool(over)
+    )
+    deferred.sort(key=position.__getitem__)
     conversion_bad = sum(r.quarantined for r in reports.values())
     check_bad_ratio(config, bad + conversion_bad, records)
     for table in deferred:
@@ -396,7 +409,8 @@ def _apply_table(
     report = TableReport(table, applied_ts=state.applied_ts)
     for step in order.plan_table_steps(table, state, admitted, g, has_rows):
         if isinstance(step, order.DdlStep):
-            state = apply_ddl(spark, config, table, path, step.ddl, state, run_id)
+            with table_state.exclusive_write():  # its DDL history and schema writes set no confs of their own
+                state = apply_ddl(spark, config, table, path, step.ddl, state, run_id)
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
@@ -411,7 +425,8 @@ def _apply_table(
     if config.table_name_template and apply_schema.table_exists(spark, path):
         name = config.catalog_name(table.schema, table.table)
         if name:
-            apply_schema.register_catalog_table(spark, name, path)
+            with table_state.exclusive_write():
+                apply_schema.register_catalog_table(spark, name, path)
     return report, state
 
 

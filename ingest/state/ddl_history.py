@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from ingest.apply import delta_io
 from ingest.apply.delta_io import quote
 from ingest.model import DdlEvent, TableId, tso_to_datetime
+from ingest.state.table_state import exclusive_write
 
 HISTORY_DIR = "ddl_history"
 SCHEMA = T.StructType(
@@ -65,11 +66,13 @@ def record(
         datetime.now(timezone.utc),
     )
     path = history_path(state_path)
-    if not delta_io.prepare_to_create(spark, path):
-        delta_io.create_table(spark, path, SCHEMA)
     same = " AND ".join(f"h.{quote(c)} = n.{quote(c)}" for c in ("table", "commit_ts", "sql", "action"))
     new = spark.createDataFrame([row], SCHEMA)
-    delta_io.merge(spark, path, new, same, "WHEN NOT MATCHED THEN INSERT *", target="h", alias="n")
+    # Tables applied in parallel record into the one history table: they take turns.
+    with exclusive_write():
+        if not delta_io.prepare_to_create(spark, path):
+            delta_io.create_table(spark, path, SCHEMA)
+        delta_io.merge(spark, path, new, same, "WHEN NOT MATCHED THEN INSERT *", target="h", alias="n")
 
 
 def read(spark: SparkSession, state_path: str) -> DataFrame | None:

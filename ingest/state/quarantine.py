@@ -15,6 +15,7 @@ from ingest.apply import delta_io
 from ingest.apply.delta_io import quote
 from ingest.apply.merge import BAD_COLUMN
 from ingest.model import TableId
+from ingest.state.table_state import exclusive_write
 
 QUARANTINE_DIR = "quarantine"
 
@@ -77,13 +78,15 @@ def write(
         F.current_timestamp().alias("quarantined_at"),
     )
     path = quarantine_path(state_path)
-    if not delta_io.prepare_to_create(spark, path):
-        delta_io.create_table(spark, path, SCHEMA)
     same = (
         " AND ".join(f"q.{quote(c)} = r.{quote(c)}" for c in ("topic", "partition", "offset"))
         + " AND q.error <=> r.error"
     )
-    delta_io.merge(spark, path, rows, same, "WHEN NOT MATCHED THEN INSERT *", target="q", alias="r")
+    # Tables applied in parallel quarantine into the one table: they take turns.
+    with exclusive_write():
+        if not delta_io.prepare_to_create(spark, path):
+            delta_io.create_table(spark, path, SCHEMA)
+        delta_io.merge(spark, path, rows, same, "WHEN NOT MATCHED THEN INSERT *", target="q", alias="r")
 
 
 def write_unconvertible(

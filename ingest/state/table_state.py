@@ -8,6 +8,7 @@ one recorded for the stream, so a replayed segment is a no-op even before our ro
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -71,6 +72,20 @@ def state_from_metadata(text: str | None) -> TableState | None:
     )
 
 
+# Delta reads commit metadata and transaction ids from session confs, which every thread of a session
+# shares. Tables applied in parallel therefore take turns at writing: a commit holds this lock from setting
+# its confs to unsetting them, and so does every other write made while tables are being applied, which
+# would otherwise carry another table's metadata (or be skipped under its transaction id).
+_WRITE_LOCK = threading.RLock()
+
+
+@contextmanager
+def exclusive_write() -> Iterator[None]:
+    """Hold the session's write turn (reentrant) for writes that set no confs of their own."""
+    with _WRITE_LOCK:
+        yield
+
+
 def txn_version(applied_ts: int) -> int:
     """Delta txnVersion for a segment ending at ``applied_ts``: monotonic with A_T, so replays skip."""
     return applied_ts
@@ -78,16 +93,18 @@ def txn_version(applied_ts: int) -> int:
 
 @contextmanager
 def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None = None) -> Iterator[None]:
-    """Session confs that Delta reads for the next commit(s), unset afterwards."""
-    spark.conf.set(CONF_USER_METADATA, metadata)
-    if txn is not None:
-        spark.conf.set(CONF_TXN_APP_ID, txn[0])
-        spark.conf.set(CONF_TXN_VERSION, str(txn[1]))
-    try:
-        yield
-    finally:
-        for key in (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION):
-            spark.conf.unset(key)
+    """Session confs that Delta reads for the next commit(s), unset afterwards; the write turn is held
+    throughout (:func:`exclusive_write`)."""
+    with _WRITE_LOCK:
+        spark.conf.set(CONF_USER_METADATA, metadata)
+        if txn is not None:
+            spark.conf.set(CONF_TXN_APP_ID, txn[0])
+            spark.conf.set(CONF_TXN_VERSION, str(txn[1]))
+        try:
+            yield
+        finally:
+            for key in (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION):
+                spark.conf.unset(key)
 
 
 def read_table_state(spark: SparkSession, path: str) -> TableState | None:

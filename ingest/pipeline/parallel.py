@@ -1,0 +1,73 @@
+"""Tables of one batch applied at once from a bounded pool of driver threads. Wiring.
+
+Each table's apply is a chain of small Spark jobs and Delta log reads that mostly wait on the driver; run
+side by side they overlap. Their commits take turns (``state.table_state.committing``). A table that fails
+does not stop the others already started, so the batch reports every failed table, and the caller moves
+progress only when none failed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from ingest.errors import IngestError
+from ingest.model import TableId
+
+R = TypeVar("R")
+
+
+class TablesFailed(IngestError):
+    """More than one table of a batch failed; each is named with its error, and progress did not move."""
+
+    def __init__(self, failures: Sequence[tuple[TableId, BaseException]]) -> None:
+        lines = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in failures)
+        super().__init__(f"{len(failures)} tables failed: {lines}")
+        self.failures = list(failures)
+
+
+def apply_tables(
+    tables: Sequence[TableId],
+    apply: Callable[[TableId], R],
+    parallelism: int,
+    stop: Callable[[], bool] = lambda: False,
+) -> dict[TableId, R]:
+    """``apply`` each table, at most ``parallelism`` at once; a table not yet started when ``stop()`` turns
+    true is left untouched (absent from the result).
+
+    Raises:
+        the one failed table's own error, or TablesFailed naming every failed table (chained to the first).
+    """
+    results: dict[TableId, R] = {}
+    failures: dict[TableId, BaseException] = {}
+    guard = threading.Lock()
+
+    def run(table: TableId) -> None:
+        if stop():
+            return
+        try:
+            result = apply(table)
+        except BaseException as exc:
+            with guard:
+                failures[table] = exc
+            return
+        with guard:
+            results[table] = result
+
+    if parallelism <= 1 or len(tables) <= 1:
+        for table in tables:
+            run(table)
+            if failures:
+                break
+    else:
+        with ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="ingest-table") as pool:
+            for future in [pool.submit(run, table) for table in tables]:
+                future.result()
+    failed = [(table, failures[table]) for table in tables if table in failures]
+    if len(failed) == 1:
+        raise failed[0][1]
+    if failed:
+        raise TablesFailed(failed) from failed[0][1]
+    return results
