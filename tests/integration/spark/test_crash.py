@@ -109,3 +109,65 @@ def _head(spark, lake: Path, table: TableId) -> int:
     return int(
         DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").history(1).first()["version"]
     )
+
+
+PARALLEL_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, threading
+    from ingest.pipeline import segments
+    from ingest.cli import main
+
+    lock, calls = threading.Lock(), {"n": 0}
+    original = segments.apply_merge
+
+    def second_merge_dies(*args, **kwargs):
+        # The other tables' threads are somewhere in their own apply when this one's MERGE has committed.
+        result = original(*args, **kwargs)
+        with lock:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    segments.apply_merge = second_merge_dies
+    sys.exit(main(["run", "--input", sys.argv[1], "--target-path", sys.argv[2], "--table-parallelism", "4"]))
+    """
+)
+WIDE = [TableId("app", name) for name in ("t", "u", "v", "w", "x")]
+
+
+def test_restart_after_sigkill_among_tables_applied_in_parallel_ends_like_an_uninterrupted_run(
+    spark, tmp_path: Path
+):
+    s = Stream(topic="cdc", partitions=2)
+    for table in WIDE:
+        s.create_table(SIMPLE_FOR_TESTS.replace("`t`", f"`{table.table}`"), s.tso(1))
+    for n, table in enumerate(WIDE):
+        for i in range(1, 5):
+            s.insert(table, {"id": i, "v": f"{table.table}{i}"}, s.tso(2 + n * 0.01))
+    s.watermark(s.tso(3))
+    for n, table in enumerate(WIDE):
+        s.update(table, (1,), {"v": "b"}, s.tso(4 + n * 0.01))
+        s.update(table, (2,), {"id": 20}, s.tso(4 + n * 0.01))
+        s.delete(table, (3,), s.tso(4 + n * 0.01))
+    s.watermark(s.tso(5))
+    input_dir, lake = tmp_path / "in", tmp_path / "lake"
+    s.write(input_dir)
+    child = subprocess.run(
+        [sys.executable, "-c", PARALLEL_CHILD, str(input_dir), str(lake)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+    assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 0  # died before progress
+
+    params = {"input": str(input_dir), "target-path": str(lake), "table-parallelism": "4"}
+    result = run_files(spark, IngestConfig.from_params(params))
+
+    g = s.complete_watermark()
+    assert result.global_watermark == g
+    for table in WIDE:
+        assert delta_rows(spark, str(lake), table) == expected_rows(s, table, g), table
+    again = run_files(spark, IngestConfig.from_params(params))
+    assert all(r.upserted == 0 and r.deleted == 0 and not r.ddls for r in again.tables.values())

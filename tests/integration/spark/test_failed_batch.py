@@ -11,9 +11,10 @@ import pytest
 from mirror import delta_rows, expected_rows
 
 from ingest.config import IngestConfig
-from ingest.errors import TooManyBadRecords
+from ingest.errors import SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
+from ingest.pipeline.parallel import TablesFailed
 from ingest.state.progress import load_progress
 from ingest.state.quarantine import read as read_quarantine
 from testkit.sample import Stream
@@ -76,3 +77,29 @@ def test_a_failed_batch_leaves_each_table_below_its_bad_row_and_the_rerun_after_
     assert result.global_watermark == g and result.quarantined == 0
     for table in TABLES:
         assert delta_rows(spark, str(lake), table) == expected_rows(s, table, g), table
+
+
+def test_every_table_that_fails_in_a_parallel_batch_is_reported_and_progress_stays(spark, tmp_path: Path):
+    s = Stream(topic="cdc", partitions=1)
+    for table in TABLES:
+        s.create_table(CREATE.format(table.table), s.tso(1))
+        s.insert(table, {"id": 1, "qty": 1}, s.tso(2))
+    s.watermark(s.tso(3))
+    s.write(tmp_path / "first")
+    lake = tmp_path / "lake"
+    params = {"target-path": str(lake), "table-parallelism": "3"}
+    run_files(spark, IngestConfig.from_params({"input": str(tmp_path / "first"), **params}))
+    for table in TABLES[:2]:  # a change Delta cannot widen stops each of these two tables
+        sql = f"ALTER TABLE `{table.table}` MODIFY COLUMN `qty` varchar(5) DEFAULT NULL"
+        s.ddl(table.schema, table.table, sql, s.tso(4), "ALTER")
+    s.insert(TABLES[2], {"id": 2, "qty": 2}, s.tso(5))
+    s.watermark(s.tso(6))
+    s.write(tmp_path / "second")
+
+    with pytest.raises(TablesFailed) as failed:
+        run_files(spark, IngestConfig.from_params({"input": str(tmp_path / "second"), **params}))
+
+    assert [table for table, _ in failed.value.failures] == TABLES[:2]
+    assert all(isinstance(exc, SchemaChangeRejected) for _, exc in failed.value.failures)
+    assert "shop.a" in str(failed.value) and "shop.b" in str(failed.value)
+    assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 1

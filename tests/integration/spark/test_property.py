@@ -48,19 +48,19 @@ OPS = st.one_of(
 )
 
 
-def build(ops: list[tuple], partitions: int) -> Stream:
+def build(ops: list[tuple], partitions: int, tables: list[TableId] = TABLES) -> Stream:
     # DDL texts in TiDB's varied spellings, drawn from the ops so that each example stays reproducible.
     s = Stream(topic="cdc", partitions=partitions, ddl_seed=len(ops) * 31 + partitions)
-    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
-    s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
-    added: set[int] = set()
+    for table in tables:
+        s.create_table(SIMPLE_FOR_TESTS.replace("`t`", f"`{table.table}`"), s.tso(1))
+    added: set[TableId] = set()
     t = 2.0
     for op in ops:
         t += 1
         ts = s.tso(t)
         kind = op[0]
         if kind in ("put", "delete", "rekey", "swap", "add_column", "truncate"):
-            table = TABLES[op[1]]
+            table = tables[op[1] % len(tables)]
             rows = s.state_at(ts)[table]
         if kind == "put":
             _, _, key, value = op
@@ -87,8 +87,8 @@ def build(ops: list[tuple], partitions: int) -> Stream:
             if offsets:
                 s.replay(partition, max(0, offsets[-1] - op[2] + 1), offsets[-1])
                 s.watermark(s.tso(max(1.0, t - op[2])), partitions=[partition])  # a regressing watermark
-        elif kind == "add_column" and op[1] not in added:
-            added.add(op[1])
+        elif kind == "add_column" and table not in added:
+            added.add(table)
             name = f"c{op[2]}"
             s.add_column(
                 table,
@@ -114,13 +114,19 @@ def prefix(stream: Stream, fractions: list[float], directory: Path) -> None:
 
 
 def run_in_batches(
-    spark, stream: Stream, root: Path, partitions: int, cuts: list[list[float]], checked=lambda table: True
+    spark,
+    stream: Stream,
+    root: Path,
+    partitions: int,
+    cuts: list[list[float]],
+    checked=lambda table: True,
+    extra: dict[str, str] | None = None,
 ):
     """Mirror ``stream`` into ``root/lake`` in growing per-partition prefixes, then whole; after each batch,
     every table with an applied TSO (and ``checked``) equals upstream at that TSO. Returns the last result."""
     lake = root / "lake"
     batches = [sorted(c) for c in cuts]
-    params = {"target-path": str(lake), "partitions": f"cdc:0-{partitions - 1}"}
+    params = {"target-path": str(lake), "partitions": f"cdc:0-{partitions - 1}", **(extra or {})}
     for index, fractions in enumerate([*batches, [1.0]]):
         # Fractions only grow batch to batch, so each input extends the previous one.
         if index and batches:
@@ -170,5 +176,36 @@ def test_random_streams_mirror_upstream_at_every_applied_watermark(
     g = stream.complete_watermark()
     assert result.global_watermark == g
     for table in TABLES:
+        assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
+        check_consistent_versions(spark, lake, stream, table)
+
+
+WIDE = [TableId("app", name) for name in ("t", "u", "v", "w", "x")]
+WIDE_OPS = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 4), KEYS, st.text("abcxyz", min_size=1, max_size=3)),
+    st.tuples(st.just("delete"), st.integers(0, 4), KEYS),
+    st.tuples(st.just("rekey"), st.integers(0, 4), KEYS, KEYS),
+    st.tuples(st.just("watermark"), st.lists(st.integers(0, 2), min_size=1, max_size=3)),
+    st.tuples(st.just("add_column"), st.integers(0, 4), st.integers(0, 9)),
+    st.tuples(st.just("truncate"), st.integers(0, 4)),
+)
+
+
+@settings(max_examples=3)
+@given(
+    ops=st.lists(WIDE_OPS, min_size=8, max_size=20),
+    partitions=st.integers(1, 2),
+    cuts=st.lists(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=2), max_size=1),
+)
+def test_tables_applied_in_parallel_mirror_upstream_at_every_applied_watermark(
+    spark, tmp_path_factory, ops, partitions, cuts
+):
+    root = tmp_path_factory.mktemp("parallel")
+    lake = root / "lake"
+    stream = build(ops, partitions, WIDE)
+    result = run_in_batches(spark, stream, root, partitions, cuts, extra={"table-parallelism": "3"})
+    g = stream.complete_watermark()
+    assert result.global_watermark == g
+    for table in WIDE:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
         check_consistent_versions(spark, lake, stream, table)
