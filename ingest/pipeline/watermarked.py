@@ -154,14 +154,17 @@ def _process(
     known = set(committed.tables) | {s.table for s in signatures} | {d.table for d in ddls if d.table.table}
     by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
     sources: set[TableId] = set()
+    tied: set[TableId] = set()
     for ddl in ddls:
         affected = plan_schema.affected_tables(ddl, known)
         if not affected:
             apply_database_ddl(ddl, g)
         for table in affected:
             by_table[table].append(ddl)
-        if len(affected) > 1 and plan_schema.is_rename(ddl):
-            sources.update(affected[0::2])
+        if len(affected) > 1:
+            tied.update(affected)
+            if plan_schema.is_rename(ddl):
+                sources.update(affected[0::2])
     # A rename's source runs first: its rows up to the rename are applied before the target copies them.
     tables = sorted({s.table for s in signatures} | set(by_table), key=lambda t: (t not in sources, t))
 
@@ -209,11 +212,11 @@ def _process(
                 over.append(True)  # the batch fails whatever comes next: leave the remaining tables untouched
         return report
 
-    # Rename sources one after another, first (their targets copy them); then every other table at once.
-    renamed = [t for t in tables if t in sources]
-    apply_tables(renamed, first_pass, 1, stop=lambda: bool(over))
+    # Tables a DDL ties to another (a rename's or CREATE TABLE LIKE's source and target, one database's
+    # tables) go one after another, in the order above: a target reads its source. Then all others at once.
+    apply_tables([t for t in tables if t in tied], first_pass, 1, stop=lambda: bool(over))
     apply_tables(
-        [t for t in tables if t not in sources], first_pass, config.table_parallelism, stop=lambda: bool(over)
+        [t for t in tables if t not in tied], first_pass, config.table_parallelism, stop=lambda: bool(over)
     )
     deferred.sort(key=position.__getitem__)
     conversion_bad = sum(r.quarantined for r in reports.values())
