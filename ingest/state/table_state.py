@@ -14,7 +14,6 @@ from contextlib import contextmanager
 
 import orjson
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from ingest.apply import delta_io
 from ingest.model import TableState, tso_to_datetime
@@ -111,8 +110,9 @@ def read_table_state(spark: SparkSession, path: str) -> TableState | None:
     """A_T/D_T from the newest of our commits on a Delta table (None: not a table, or none of ours)."""
     if not delta_io.is_delta_table(spark, path):
         return None
-    history = delta_io.history(spark, path, HISTORY_DEPTH).select("version", "userMetadata")
-    for row in history.orderBy(F.col("version").desc()).collect():
+    # Sorted here, not by Spark: a sort of the command's few rows cost three Spark jobs per table and batch.
+    rows = delta_io.history(spark, path, HISTORY_DEPTH).select("version", "userMetadata").collect()
+    for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
         state = state_from_metadata(row["userMetadata"])
         if state is not None:
             return state
