@@ -63,6 +63,13 @@ class DropTablePolicy(Enum):
     DELETE = "delete"  # delete the rows, keep the retired mark
 
 
+class Compaction(Enum):
+    """Whether the tables the mirror creates compact their small files after writes."""
+
+    AUTO = "auto"  # Delta auto compaction (delta.autoOptimize.autoCompact)
+    OFF = "off"  # left to the user's own OPTIMIZE
+
+
 class TypeChangePolicy(Enum):
     """What a MODIFY/CHANGE COLUMN that Delta cannot apply as type widening does."""
 
@@ -109,9 +116,15 @@ def _whole(number: float) -> int:
     return int(number)
 
 
-def _choice(params: Mapping[str, str], key: str, kind: type[E]) -> E:
-    """An enum-valued parameter; the error names the key, the value and every accepted value."""
-    text = parameters.value(params, _RUN[key]) or ""
+def _choice(
+    params: Mapping[str, str],
+    key: str,
+    kind: type[E],
+    table: Mapping[str, parameters.Parameter] | None = None,
+) -> E:
+    """An enum-valued parameter (of the run's table unless given another); the error names the key, the
+    value and every accepted value."""
+    text = parameters.value(params, (table or _RUN)[key]) or ""
     try:
         return kind(text)
     except ValueError as exc:
@@ -213,6 +226,7 @@ class IngestConfig:
     table_parallelism: int = 4
     stream_id: str = "default"
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
+    compaction: Compaction = Compaction.AUTO
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     type_change: TypeChangePolicy = TypeChangePolicy.FAIL
     input_format: InputFormat = InputFormat.AUTO
@@ -227,6 +241,11 @@ class IngestConfig:
     column_types: Mapping[TableId, Mapping[str, ColumnType]] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
+
+    @property
+    def auto_compaction(self) -> bool:
+        """Whether the tables this mirror creates turn Delta auto compaction on."""
+        return self.compaction is Compaction.AUTO
 
     def __post_init__(self) -> None:
         if self.source is SourceKind.KAFKA and self.kafka is None:
@@ -341,6 +360,7 @@ class IngestConfig:
             table_parallelism=_whole(parameters.number(normalized, _RUN["table-parallelism"])),
             stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
             drop_table=_choice(normalized, "drop-table", DropTablePolicy),
+            compaction=_choice(normalized, "compaction", Compaction),
             unknown_ddl=_choice(normalized, "unknown-ddl", UnknownDdlPolicy),
             type_change=_choice(normalized, "type-change", TypeChangePolicy),
             kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
@@ -424,6 +444,7 @@ class LoadConfig:
     csv_header: bool = True
     csv_line_terminator: str | None = None
     table_name_template: str | None = None
+    compaction: Compaction = Compaction.AUTO
 
     def __post_init__(self) -> None:
         if not self.input_path:
@@ -446,6 +467,7 @@ class LoadConfig:
             max_bad_ratio=self.max_bad_ratio,
             stream_id=self.stream_id,
             table_name_template=self.table_name_template,
+            compaction=self.compaction,
         )
 
     @classmethod
@@ -485,4 +507,5 @@ class LoadConfig:
             csv_header=header,
             csv_line_terminator=_unescape_option(terminator) if terminator else None,
             table_name_template=normalized.get("table-name-template") or None,
+            compaction=_choice(normalized, "compaction", Compaction, load),
         )

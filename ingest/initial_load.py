@@ -216,6 +216,7 @@ def _load_table(
         state_to_metadata(TableState(), run_id=run_id, step="initial load: create", consistent=False),
         replace=exists,
         partitioning=partitions.from_clause(table.create.partition_by, table.create.schema),
+        compaction=stream.auto_compaction,
     )
     state = TableState(applied_ts=snapshot_ts)
     if table.data_format is not None:

@@ -100,6 +100,8 @@ RUN: tuple[Parameter, ...] = (
               "rewrite the table with a cast (rewrite)", ("fail", "rewrite")),
     Parameter("drop-table", "archive", "DROP TABLE / DROP DATABASE: keep the table's last rows (archive) or "
               "delete them; either way the table is marked retired", ("archive", "delete")),
+    Parameter("compaction", "auto", "tables the mirror creates compact their small files after writes "
+              "(auto: Delta auto compaction) or not (off: run OPTIMIZE yourself)", ("auto", "off")),
 )  # fmt: skip
 
 LOAD: tuple[Parameter, ...] = (
@@ -111,6 +113,8 @@ LOAD: tuple[Parameter, ...] = (
     Parameter("max-bad-ratio", "0", "share of a table's rows that may be quarantined"),
     Parameter("force", "false", "replace tables the mirror already holds (refused if the snapshot is behind "
               "the mirror)", switch=True),
+    Parameter("compaction", "auto", "tables the load creates compact their small files after writes "
+              "(auto: Delta auto compaction) or not (off)", ("auto", "off")),
     Parameter("csv-separator", ",", "Dumpling's --csv-separator"),
     Parameter("csv-delimiter", '"', "Dumpling's --csv-delimiter"),
     Parameter("csv-null-value", "\\N", "Dumpling's --csv-null-value"),

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 # write's userMetadata (the same A_T: compaction changes no row) and the newest of our commits is still
 # found within HISTORY_DEPTH; tests/integration/spark/test_compaction.py holds this.
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"
-TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true", AUTO_COMPACT: "true"}
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 # DROP and RENAME COLUMN, and column names Delta cannot store as they are (spaces, commas, ...).
 COLUMN_MAPPING = ("delta.columnMapping.mode", "name")
 # MODIFY COLUMN to a wider type (INT -> BIGINT, DECIMAL widening, DATE -> DATETIME) without a rewrite.
@@ -70,6 +70,7 @@ class TableInfo:
     key: tuple[str, ...]
     retired: bool
     partitioning: Partitioning | None = None  # None: never recorded
+    compacts: bool = False  # auto compaction on
 
     @property
     def columns(self) -> list[str]:
@@ -85,6 +86,7 @@ def create_table(
     *,
     replace: bool = False,
     partitioning: Partitioning | None = None,
+    compaction: bool = True,
 ) -> None:
     """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table.
 
@@ -95,7 +97,7 @@ def create_table(
     exists = prepare_to_create(spark, path)
     fields = [_field(c.name, convert.spark_type(c.type), f"tidb: {c.type}") for c in schema.columns]
     fields.append(_field(COMMIT_TS_COLUMN, T.LongType(), "TiDB commitTs of the change that wrote the row"))
-    properties = _mirror_properties(schema.key, table)
+    properties = _mirror_properties(schema.key, table, compaction)
     if needs_column_mapping(c.name for c in schema.columns):
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if partitioning is not None:
@@ -111,10 +113,11 @@ def _field(name: str, data_type: T.DataType, comment: str) -> T.StructField:
     return T.StructField(name, data_type, nullable=True, metadata={"comment": comment})
 
 
-def _mirror_properties(key: tuple[str, ...], table: TableId) -> dict[str, str]:
+def _mirror_properties(key: tuple[str, ...], table: TableId, compaction: bool) -> dict[str, str]:
     """The table properties every mirrored table carries: Delta features, merge key, source, retired mark."""
     return {
         **TABLE_PROPERTIES,
+        AUTO_COMPACT: str(compaction).lower(),
         PROPERTY_KEY_COLUMNS: orjson.dumps(list(key)).decode(),
         PROPERTY_SOURCE_TABLE: str(table),
         PROPERTY_RETIRED: NOT_RETIRED,
@@ -284,7 +287,8 @@ def table_info(spark: SparkSession, path: str) -> TableInfo:
     retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
     recorded = properties.get(PROPERTY_PARTITIONING)
     partitioning = partitions.from_json(recorded) if recorded else None
-    return TableInfo(T.StructType(fields), key, retired, partitioning)
+    compacts = properties.get(AUTO_COMPACT, "false") == "true"
+    return TableInfo(T.StructType(fields), key, retired, partitioning, compacts)
 
 
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
@@ -387,7 +391,8 @@ def copy_table(
     source = table_info(spark, source_path)
     rows = delta_io.read(spark, source_path)
     exists = prepare_to_create(spark, path)
-    properties = _mirror_properties(source.key, table)
+    # The copy compacts as its source did: the setting it was created with, or one the user set since.
+    properties = _mirror_properties(source.key, table, source.compacts)
     if needs_column_mapping(rows.schema.fieldNames()):
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if source.partitioning is not None:  # RENAME keeps the partitions, as does CREATE TABLE … LIKE

@@ -319,6 +319,7 @@ def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_b
         table,
         writer.table_schema(key),
         state_to_metadata(follow.state, run_id=follow.run_id, step="create", consistent=False),
+        compaction=config.auto_compaction,
     )
     metadata = state_to_metadata(
         follow.state, run_id=follow.run_id, step=f"writer schema {writer.id}", consistent=False

@@ -35,6 +35,7 @@ def _create(spark: SparkSession, config: IngestConfig, path: str, change: Any, m
     apply_schema.create_table(
         spark, path, change.table, change.schema, metadata,
         replace=isinstance(change, plan.CreateTableReplacing), partitioning=change.partitioning,
+        compaction=config.auto_compaction,
     )  # fmt: skip
 
 

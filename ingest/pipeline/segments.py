@@ -65,7 +65,7 @@ def apply_segment(
     announced_types = codec.types_from is TypesFrom.ANNOUNCED
     if not apply_schema.table_exists(spark, path):
         if announced_types:
-            _create_from_schema_cache(spark, path, table, in_range, schemas, state, run_id)
+            _create_from_schema_cache(spark, config, path, table, in_range, schemas, state, run_id)
         else:
             _create_from_dml(spark, config, path, table, in_range, state, run_id)
     rows = segment_rows(dml, segment)
@@ -173,7 +173,12 @@ def _create_from_dml(
         )
     schema = TableSchema(tuple(_columns_from_signature(first, config)), first.pk_names)
     apply_schema.create_table(
-        spark, path, table, schema, state_to_metadata(state, run_id=run_id, step="create", consistent=False)
+        spark,
+        path,
+        table,
+        schema,
+        state_to_metadata(state, run_id=run_id, step="create", consistent=False),
+        compaction=config.auto_compaction,
     )
     logger.warning(
         "%s: created from DML column types (no CREATE TABLE seen); a DECIMAL whose precision the DML does "
@@ -184,6 +189,7 @@ def _create_from_dml(
 
 def _create_from_schema_cache(
     spark: SparkSession,
+    config: IngestConfig,
     path: str,
     table: TableId,
     signatures: list[TableSignature],
@@ -205,6 +211,7 @@ def _create_from_schema_cache(
         table,
         entry.schema,
         state_to_metadata(state, run_id=run_id, step="create", consistent=False),
+        compaction=config.auto_compaction,
     )
     logger.info("%s: created from the announced schema version %d", table, entry.version)
 

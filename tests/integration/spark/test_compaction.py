@@ -13,7 +13,7 @@ from ingest.apply import delta_io
 from ingest.apply.merge import RANK_COLUMN, apply_merge
 from ingest.apply.schema import AUTO_COMPACT
 from ingest.config import IngestConfig
-from ingest.model import TableState
+from ingest.model import TableId, TableState
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import run_files
 from ingest.state.table_state import (
@@ -22,6 +22,7 @@ from ingest.state.table_state import (
     state_from_metadata,
     state_to_metadata,
 )
+from testkit.sample import Stream
 from testkit.workload import Mix, Workload, WorkloadSpec, write_records
 
 MIN_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
@@ -97,3 +98,30 @@ def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp
     write(10_002, 1)
     assert {10_000, 10_001} <= set(_rows(spark, path))
     assert 10_002 not in _rows(spark, path)
+
+
+def test_compaction_off_creates_tables_without_it_and_a_renamed_table_keeps_its_setting(spark, run, lake):
+    def compacts(table: TableId) -> str | None:
+        return delta_io.properties(spark, f"{lake}/{table.schema}/{table.table}").get(AUTO_COMPACT)
+
+    s = Stream(topic="cdc", partitions=1)
+    plain = s.create_table("CREATE TABLE `app`.`plain` (`id` int PRIMARY KEY, `v` int)", s.tso(1))
+    s.insert(plain, {"id": 1, "v": 1}, s.tso(2))
+    s.watermark(s.tso(2))
+    run(s, compaction="off")
+    assert compacts(plain) == "false"
+
+    # Created with the default: on. A rename made while the mirror runs with `off` copies the source's.
+    compacted = s.create_table("CREATE TABLE `app`.`compacted` (`id` int PRIMARY KEY, `v` int)", s.tso(3))
+    s.insert(compacted, {"id": 1, "v": 1}, s.tso(4))
+    s.watermark(s.tso(4))
+    run(s)
+    assert compacts(compacted) == "true"
+    renamed = TableId(compacted.schema, "renamed")
+    s.rename_table(compacted, renamed, s.tso(5))
+    s.insert(renamed, {"id": 2, "v": 2}, s.tso(6))
+    s.watermark(s.tso(6))
+    run(s, compaction="off")
+    assert compacts(renamed) == "true"
+    rows = delta_io.read(spark, f"{lake}/{renamed.schema}/{renamed.table}").collect()
+    assert sorted(r["id"] for r in rows) == [1, 2]

@@ -169,13 +169,18 @@ def check_consistent_versions(spark, lake: Path, stream: Stream, table: TableId)
 def test_random_streams_mirror_upstream_at_every_applied_watermark(
     spark, tmp_path_factory, ops, partitions, cuts
 ):
-    root = tmp_path_factory.mktemp("prop")
+    mirror_matches_upstream(spark, tmp_path_factory.mktemp("prop"), ops, partitions, cuts, TABLES)
+
+
+def mirror_matches_upstream(spark, root, ops, partitions, cuts, tables, extra=None) -> None:
+    """Mirror the stream the ops build, in the batches the cuts make; every table must equal upstream at
+    the final G, and every version we marked consistent must equal upstream at its A_T."""
     lake = root / "lake"
-    stream = build(ops, partitions)
-    result = run_in_batches(spark, stream, root, partitions, cuts)
+    stream = build(ops, partitions, tables)
+    result = run_in_batches(spark, stream, root, partitions, cuts, extra=extra)
     g = stream.complete_watermark()
     assert result.global_watermark == g
-    for table in TABLES:
+    for table in tables:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
         check_consistent_versions(spark, lake, stream, table)
 
@@ -201,11 +206,4 @@ def test_tables_applied_in_parallel_mirror_upstream_at_every_applied_watermark(
     spark, tmp_path_factory, ops, partitions, cuts
 ):
     root = tmp_path_factory.mktemp("parallel")
-    lake = root / "lake"
-    stream = build(ops, partitions, WIDE)
-    result = run_in_batches(spark, stream, root, partitions, cuts, extra={"table-parallelism": "3"})
-    g = stream.complete_watermark()
-    assert result.global_watermark == g
-    for table in WIDE:
-        assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
-        check_consistent_versions(spark, lake, stream, table)
+    mirror_matches_upstream(spark, root, ops, partitions, cuts, WIDE, extra={"table-parallelism": "3"})
