@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ingest.model import Position
+    from ingest.model import Position, TableId
 
 
 class IngestError(Exception):
@@ -50,3 +51,12 @@ class RegistryUnavailable(IngestError):
 class AsOfRefused(IngestError):
     """The mirror cannot answer a read as of the TSO asked for (before it started, after its G, or the
     version that held it was vacuumed or cleaned from the log)."""
+
+
+class TablesFailed(IngestError):
+    """More than one table of a batch failed; each is named with its error, and progress did not move."""
+
+    def __init__(self, failures: Sequence[tuple[TableId, BaseException]]) -> None:
+        lines = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in failures)
+        super().__init__(f"{len(failures)} tables failed: {lines}")
+        self.failures = list(failures)

@@ -105,17 +105,19 @@ def _process(
 
     dml = decoded.where(F.col("kind") == KIND_DML)
     reads = _table_reads(dml)
-    reports: dict[TableId, TableReport] = {}
-    states: dict[TableId, TableState] = dict(committed.tables)
     ordered = sorted(reads)
+    position = {table: number for number, table in enumerate(ordered, start=1)}
 
-    def first_pass(table: TableId) -> None:
-        logger.info("run %d: table %d/%d: %s", run_id, ordered.index(table) + 1, len(ordered), table)
-        report, state = _apply_table(spark, config, table, reads[table], dml, book, committed, run_id)
-        reports[table], states[table] = report, state
+    def first_pass(table: TableId) -> tuple[TableReport, TableState]:
+        logger.info("run %d: table %d/%d: %s", run_id, position[table], len(ordered), table)
+        return _apply_table(spark, config, table, reads[table], dml, book, committed, run_id)
 
-    apply_tables(ordered, first_pass, config.table_parallelism)
-    reports = {table: reports[table] for table in ordered}
+    applied = apply_tables(ordered, first_pass, config.table_parallelism)
+    reports = {table: applied[table][0] for table in ordered}
+    states: dict[TableId, TableState] = {
+        **committed.tables,
+        **{t: state for t, (_, state) in applied.items()},
+    }
     conversion_bad = sum(r.quarantined for r in reports.values())
     check_bad_ratio(config, bad + conversion_bad, records)
     # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.

@@ -13,19 +13,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ingest.errors import IngestError
+from ingest.errors import TablesFailed
 from ingest.model import TableId
 
 R = TypeVar("R")
-
-
-class TablesFailed(IngestError):
-    """More than one table of a batch failed; each is named with its error, and progress did not move."""
-
-    def __init__(self, failures: Sequence[tuple[TableId, BaseException]]) -> None:
-        lines = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in failures)
-        super().__init__(f"{len(failures)} tables failed: {lines}")
-        self.failures = list(failures)
 
 
 def apply_tables(

@@ -11,10 +11,9 @@ import pytest
 from mirror import delta_rows, expected_rows
 
 from ingest.config import IngestConfig
-from ingest.errors import SchemaChangeRejected, TooManyBadRecords
+from ingest.errors import SchemaChangeRejected, TablesFailed, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.pipeline.parallel import TablesFailed
 from ingest.state.progress import load_progress
 from ingest.state.quarantine import read as read_quarantine
 from testkit.sample import Stream
