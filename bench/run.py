@@ -129,7 +129,10 @@ class Sizes:
     tables_rows: int = 20_000  # BENCH_TABLES_ROWS: rows before that batch, spread over the tables
     tables_some: int = 10  # BENCH_TABLES_SOME
     tables_many: int = 100  # BENCH_TABLES_MANY
-    small_batches: int = 1_000  # BENCH_SMALL_BATCHES: small MERGEs into one table, compaction on and off
+    small_batches: int = 1_000  # BENCH_SMALL_BATCHES: small MERGEs into one table, compaction on
+    # BENCH_SMALL_BATCHES_OFF: the same with compaction off. Fewer: without compaction every batch adds a
+    # file, so the count is known to grow with the batches; the run compares both arms at this count
+    small_batches_off: int = 200
     small_batch_rows: int = 100  # BENCH_SMALL_BATCH_ROWS: rows of each, half updates, half inserts
 
     @classmethod
@@ -162,6 +165,7 @@ class Sizes:
             tables_some=2,
             tables_many=3,
             small_batches=3,
+            small_batches_off=2,
             small_batch_rows=10,
         )
 
@@ -503,6 +507,7 @@ class SmallFiles:
     bytes: int
     compactions: int
     read_seconds: float
+    files_at: dict[int, int]  # data files after the batch numbered by the key
 
 
 @dataclass
@@ -1004,37 +1009,47 @@ class Bench:
 
     # 3d. small files ----------------------------------------------------------------------------------
     def small_files(self) -> None:
-        batches, size = self.sizes.small_batches, self.sizes.small_batch_rows
-        on, off = self._small_files_run(True), self._small_files_run(False)
+        size, off_batches = (
+            self.sizes.small_batch_rows,
+            min(self.sizes.small_batches_off, self.sizes.small_batches),
+        )
+        on = self._small_files_run(True, self.sizes.small_batches, off_batches)
+        off = self._small_files_run(False, off_batches, off_batches)
         self.results["small_files_after_1000_batches"] = on.files
-        self.results["small_files_after_1000_batches_compaction_off"] = off.files
+        self.results["small_files_compared_at_batch"] = off_batches
+        self.results["small_files_compaction_on_at_that_batch"] = on.files_at[off_batches]
+        self.results["small_files_compaction_off_at_that_batch"] = off.files
         rows = [
-            f"| {label} | {r.batches:,} | {r.merge_seconds / r.batches:.2f} s | {r.files:,} "
-            f"| {r.bytes / 1024:,.0f} KiB | {r.compactions:,} | {r.read_seconds:.2f} s |"
+            f"| {label} | {r.batches:,} | {r.merge_seconds / r.batches:.2f} s | {r.files_at[off_batches]:,} "
+            f"| {r.files:,} | {r.bytes / 1024:,.0f} KiB | {r.compactions:,} | {r.read_seconds:.2f} s |"
             for label, r in (("on (default)", on), ("off", off))
         ]
         self.out(
             "## Small files",
             "",
-            f"{batches:,} small MERGE batches into one table, as a mirror that MERGEs every few seconds "
-            f"makes: each batch {size:,} rows, half of them updates of existing keys spread over the whole "
-            "table (each leaves a deletion vector on the file it hits), half inserts. The table is created "
-            "by the product (`apply.schema.create_table`, every mirrored table's properties) and each batch "
-            "is the product's MERGE (`apply.merge.apply_merge`, the commitTs guard, userMetadata and a txn "
-            "id), without the rest of the pipeline: a full pipeline batch is measured in the tables above. "
+            f"{self.sizes.small_batches:,} small MERGE batches into one table, as a mirror that MERGEs every "
+            f"few seconds makes: each batch {size:,} rows, half of them updates of existing keys spread over "
+            "the whole table (each leaves a deletion vector on the file it hits), half inserts. The table is "
+            "created by the product (`apply.schema.create_table`, every mirrored table's properties) and "
+            "each batch is the product's MERGE (`apply.merge.apply_merge`, the commitTs guard, userMetadata "
+            "and a txn id), without the rest of the pipeline: a full pipeline batch is measured in the "
+            "tables above. "
             "Compaction on: the mirror's default (`delta.autoOptimize.autoCompact`: after a write, Delta "
             "decides whether small files are worth combining); off: the same table with the property set "
-            "to false. Files: `numFiles` of DESCRIBE DETAIL after the last batch. Full read: every column "
-            "of every row (the largest hash of a row), best of two.",
+            f"to false, run for the first {off_batches:,} batches only (without compaction each batch adds "
+            "at least one file, so its count only grows; both arms are compared at that batch). Files: "
+            "`numFiles` of DESCRIBE DETAIL. Full read: every column of every row after the arm's last batch "
+            "(the largest hash of a row), best of two.",
             "",
-            "| Compaction | Batches | MERGE per batch | Data files | Size | Compaction commits | Full read |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| Compaction | Batches | MERGE per batch | Data files after {off_batches:,} "
+            "| Data files at the end | Size | Compaction commits | Full read |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
             "",
         )
 
-    def _small_files_run(self, compaction: bool) -> SmallFiles:
-        batches, size = self.sizes.small_batches, self.sizes.small_batch_rows
+    def _small_files_run(self, compaction: bool, batches: int, count_at: int) -> SmallFiles:
+        size = self.sizes.small_batch_rows
         definition = table_def("bench", "small", self.sizes.width)
         path = self.dir(f"small-files-{compaction}") / "t"
         self._mirror_table(path, definition)
@@ -1043,6 +1058,7 @@ class Bench:
         first = size * 10
         self._write(preloaded_rows(self.spark, definition, first, 1), str(path))
         next_key, seconds = first, 0.0
+        files_at: dict[int, int] = {}
         key = F.col("id")
         for batch in range(1, batches + 1):
             inserts = size // 2
@@ -1066,6 +1082,8 @@ class Bench:
                 )
             seconds += took[0]
             next_key += inserts
+            if batch == count_at:
+                files_at[batch] = int(delta_io.detail(self.spark, str(path))["numFiles"])
             if batch % 100 == 0:
                 logger.warning("bench: small files, compaction %s: %d batches", compaction, batch)
         detail = delta_io.detail(self.spark, str(path))
@@ -1073,7 +1091,7 @@ class Bench:
         read = self._best_read(str(path))
         shutil.rmtree(path, ignore_errors=True)
         return SmallFiles(
-            batches, seconds, int(detail["numFiles"]), int(detail["sizeInBytes"]), compactions, read
+            batches, seconds, int(detail["numFiles"]), int(detail["sizeInBytes"]), compactions, read, files_at
         )
 
     def _best_read(self, path: str) -> float:
@@ -1223,9 +1241,12 @@ _INGESTER_MISSED = (
     "write), and pays the fixed jobs of progress, table state and control events"
 )
 _TABLES_MISSED = (
-    "each table touched pays its own fixed jobs, in sequence on the driver: its table state from the Delta "
-    "history, its columns and key, the per-table conversion check, and the MERGE (a join with the target and "
-    "a commit); the batch's events shrink per table, that fixed part does not (see the fixed cost per table)"
+    "each table touched pays its own chain of small Spark jobs and Delta log reads (its table state from "
+    "the history, its columns and key, the conversion check, the MERGE's join and commit), and the batch's "
+    "events shrink per table while that part does not. Up to `table-parallelism` tables (4) run at once from "
+    "driver threads, but their MERGE commands take turns: the commit's userMetadata and transaction id are "
+    "session settings, so one session commits one table at a time; and on 2 cores the overlapped driver "
+    "and executor work competes for the same CPU (see the MERGE column and the fixed cost per table)"
 )
 _SCALING_MISSED = (
     "MERGE still reads the files whose key range overlaps the batch; see Files read and the table above"

@@ -112,7 +112,7 @@ def _process(
         logger.info("run %d: table %d/%d: %s", run_id, position[table], len(ordered), table)
         return _apply_table(spark, config, table, reads[table], dml, book, committed, run_id)
 
-    applied = apply_tables(ordered, first_pass, config.table_parallelism)
+    applied = apply_tables(spark, ordered, first_pass, config.table_parallelism)
     reports = {table: applied[table][0] for table in ordered}
     states: dict[TableId, TableState] = {
         **committed.tables,

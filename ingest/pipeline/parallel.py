@@ -3,7 +3,8 @@
 Each table's apply is a chain of small Spark jobs and Delta log reads that mostly wait on the driver; run
 side by side they overlap. Their commits take turns (``state.table_state.committing``). A table that fails
 does not stop the others already started, so the batch reports every failed table, and the caller moves
-progress only when none failed.
+progress only when none failed. Each thread inherits the calling thread's Spark job group, scheduler pool and
+tags, so cancelling the caller's jobs (a notebook's cancel, ``interruptTag``) reaches every table's jobs too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from pyspark.sql import SparkSession
+from pyspark.util import inheritable_thread_target
+
 from ingest.errors import TablesFailed
 from ingest.model import TableId
 
@@ -20,6 +24,7 @@ R = TypeVar("R")
 
 
 def apply_tables(
+    spark: SparkSession,
     tables: Sequence[TableId],
     apply: Callable[[TableId], R],
     parallelism: int,
@@ -53,8 +58,9 @@ def apply_tables(
             if failures:
                 break
     else:
+        inherited = inheritable_thread_target(spark)(run)  # captures the caller's properties and tags now
         with ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="ingest-table") as pool:
-            for future in [pool.submit(run, table) for table in tables]:
+            for future in [pool.submit(inherited, table) for table in tables]:
                 future.result()
     failed = [(table, failures[table]) for table in tables if table in failures]
     if len(failed) == 1:

@@ -214,8 +214,9 @@ def _process(
 
     # Tables a DDL ties to another (a rename's or CREATE TABLE LIKE's source and target, one database's
     # tables) go one after another, in the order above: a target reads its source. Then all others at once.
-    apply_tables([t for t in tables if t in tied], first_pass, 1, stop=lambda: bool(over))
+    apply_tables(spark, [t for t in tables if t in tied], first_pass, 1, stop=lambda: bool(over))
     apply_tables(
+        spark,
         [t for t in tables if t not in tied], first_pass, config.table_parallelism, stop=lambda: bool(over)
     )
     deferred.sort(key=position.__getitem__)

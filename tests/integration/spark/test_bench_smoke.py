@@ -76,9 +76,9 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
         assert re.search(
             rf"^\| {count:,} \| [\d,]+ \| [\d.]+ s \| [\d.]+ s \| [1-9]\d* \| [\d.]+x \|$", text, re.M
         ), count
-    for compaction in (r"on \(default\)", "off"):
+    for compaction, batches in ((r"on \(default\)", sizes.small_batches), ("off", sizes.small_batches_off)):
         assert re.search(
-            rf"^\| {compaction} \| {sizes.small_batches:,} \| [\d.]+ s \| [1-9][\d,]* \| [\d,]+ KiB "
+            rf"^\| {compaction} \| {batches:,} \| [\d.]+ s \| [1-9][\d,]* \| [1-9][\d,]* \| [\d,]+ KiB "
             r"\| [\d,]+ \| [\d.]+ s \|$",
             text,
             re.M,
