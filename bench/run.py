@@ -14,12 +14,14 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -939,16 +941,16 @@ class Bench:
         runs = {count: self._tables_run(count) for count in counts}
         base = runs[1][0]
         rows = [
-            f"| {count:,} | {self.sizes.tables_rows // count:,} | {seconds:.1f} s | {merge:.1f} s | {jobs} "
-            f"| {_fmt_ratio(seconds / base)} |"
+            f"| {count:,} | {self.sizes.tables_rows // count:,} | {seconds:.1f} s | {merge:.1f} s "
+            f"| {sum(jobs.values())} | {_fmt_ratio(seconds / base)} |"
             for count, (seconds, merge, jobs) in runs.items()
         ]
         some, many = self.sizes.tables_some, self.sizes.tables_many
         ratio_some, ratio_many = runs[some][0] / base, runs[many][0] / base
         self.results["tables_10_vs_1"] = ratio_some
         self.results["tables_100_vs_1"] = ratio_many
-        self.results["jobs_per_batch_1_table"] = runs[1][2]
-        self.results["jobs_per_batch_100_tables"] = runs[many][2]
+        self.results["jobs_per_batch_1_table"] = sum(runs[1][2].values())
+        self.results["jobs_per_batch_100_tables"] = sum(runs[many][2].values())
         per_table = (runs[many][0] - base) / max(many - 1, 1)
         self.target(
             f"the batch over {many} tables ≤ {TARGET_TABLES_MANY}x the time over 1 table",
@@ -961,6 +963,10 @@ class Bench:
             ratio_some,
             ratio_some <= TARGET_TABLES_SOME,
             _TABLES_MISSED,
+        )
+        sites = sorted(
+            set().union(*(jobs for _, _, jobs in runs.values())),
+            key=lambda site: (-runs[many][2][site], site),
         )
         self.out(
             "## Many tables",
@@ -977,12 +983,27 @@ class Bench:
             "|---:|---:|---:|---:|---:|---:|",
             *rows,
             "",
-            f"Fixed cost per extra table, from these runs: {per_table:.2f} s.",
+            f"Fixed cost per extra table, from these runs: {per_table:.2f} s. Of which MERGE (the sum of the "
+            "MERGE commands' times, which take turns): "
+            f"{(runs[many][1] - runs[1][1]) / max(many - 1, 1):.2f} s.",
+            "",
+            "The job list of these batches: every Spark job by the line of our code that started it (the "
+            "Python call site Spark records), most frequent over the most tables first. A job that appears "
+            "once per table is a cost per table.",
+            "",
+            "| Started at | "
+            + " | ".join(f"{count:,} table{'s' if count > 1 else ''}" for count in runs)
+            + " |",
+            "|---|" + "---:|" * len(runs),
+            *(
+                f"| `{site}` | " + " | ".join(str(jobs[site]) for _, _, jobs in runs.values()) + " |"
+                for site in sites
+            ),
             "",
         )
 
-    def _tables_run(self, count: int) -> tuple[float, float, int]:
-        """One measured batch over ``count`` tables: seconds, seconds in MERGE, Spark jobs."""
+    def _tables_run(self, count: int) -> tuple[float, float, Counter[str]]:
+        """One measured batch over ``count`` tables: seconds, seconds in MERGE, Spark jobs by call site."""
         events, rows = self.sizes.tables_events, self.sizes.tables_rows
         workload = Workload(self.spec(Mix.UPDATE_HEAVY, tables=count))
         workload.create_tables()
@@ -998,12 +1019,12 @@ class Bench:
         self.spark.sparkContext.setJobGroup(group, group)
         with timer.installed(), stopwatch() as took:
             run_files(self.spark, _config(changes_dir, target))
-        jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        jobs = _job_sites(self.spark, group)
         self.spark.sparkContext.setJobGroup("bench", "bench")
         actual = self.spark.read.format("delta").load(str(target / "bench" / "t0")).count()
         if actual != workload.live_rows(0):
             raise SystemExit(f"{count} tables: t0 holds {actual} rows, upstream {workload.live_rows(0)}")
-        logger.warning("bench: %d tables applied in %.1fs (%d jobs)", count, took[0], jobs)
+        logger.warning("bench: %d tables applied in %.1fs (%d jobs)", count, took[0], sum(jobs.values()))
         shutil.rmtree(target, ignore_errors=True)
         return took[0], sum(timer.seconds), jobs
 
@@ -1211,6 +1232,20 @@ def _parse_run(text: str) -> tuple[Mix, KeyDistribution]:
 
 def _written(result: BatchResult) -> int:
     return sum(report.upserted + report.deleted for report in result.tables.values())
+
+
+def _job_sites(spark: SparkSession, group: str) -> Counter[str]:
+    """The jobs of a job group by the call site Spark recorded for each (its first stage's name: for a job
+    started from Python, the action and the Python file and line that called it)."""
+    tracker = spark.sparkContext.statusTracker()
+    sites: Counter[str] = Counter()
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        stages = sorted(info.stageIds) if info else []
+        stage = tracker.getStageInfo(stages[0]) if stages else None
+        name = stage.name if stage else "(unknown)"
+        sites[re.sub(r"\S*/(ingest|bench)/", r"\1/", name).replace("|", "/")] += 1
+    return sites
 
 
 def _short_reason(text: str) -> str:
