@@ -8,6 +8,7 @@ fields). One batch per example keeps Spark busy but the suite short.
 from __future__ import annotations
 
 import base64
+import os
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +21,9 @@ from ingest.errors import IngestError
 from ingest.pipeline import run_files
 from ingest.state.progress import load_progress
 from testkit.sample import build_sample
+
+# Sized for CI's time budget; HYPOTHESIS_PROFILE=explore draws many more.
+EXAMPLES = 3 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 40
 
 PROTOCOLS = [
     ("canal-json", "json", Compression.NONE),
@@ -50,7 +54,7 @@ def _mutate_json(value: bytes, op: tuple) -> bytes:
     return orjson.dumps(message)
 
 
-@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(
     protocol=st.sampled_from(PROTOCOLS),
     mutations=st.lists(
