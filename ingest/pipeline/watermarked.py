@@ -217,7 +217,10 @@ def _process(
     apply_tables(spark, [t for t in tables if t in tied], first_pass, 1, stop=lambda: bool(over))
     apply_tables(
         spark,
-        [t for t in tables if t not in tied], first_pass, config.table_parallelism, stop=lambda: bool(over)
+        [t for t in tables if t not in tied],
+        first_pass,
+        config.table_parallelism,
+        stop=lambda: bool(over),
     )
     deferred.sort(key=position.__getitem__)
     conversion_bad = sum(r.quarantined for r in reports.values())
