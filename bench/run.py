@@ -514,7 +514,7 @@ class SmallFiles:
     bytes: int
     compactions: int
     read_seconds: float
-    files_at: dict[int, int]  # data files after the batch numbered by the key
+    files_compared: int  # data files after the batch both arms are compared at
 
 
 @dataclass
@@ -1048,10 +1048,10 @@ class Bench:
         off = self._small_files_run(False, off_batches, off_batches)
         self.results["small_files_after_1000_batches"] = on.files
         self.results["small_files_compared_at_batch"] = off_batches
-        self.results["small_files_compaction_on_at_that_batch"] = on.files_at[off_batches]
+        self.results["small_files_compaction_on_at_that_batch"] = on.files_compared
         self.results["small_files_compaction_off_at_that_batch"] = off.files
         rows = [
-            f"| {label} | {r.batches:,} | {r.merge_seconds / r.batches:.2f} s | {r.files_at[off_batches]:,} "
+            f"| {label} | {r.batches:,} | {r.merge_seconds / r.batches:.2f} s | {r.files_compared:,} "
             f"| {r.files:,} | {r.bytes / 1024:,.0f} KiB | {r.compactions:,} | {r.read_seconds:.2f} s |"
             for label, r in (("on (default)", on), ("off", off))
         ]
@@ -1089,7 +1089,7 @@ class Bench:
         first = size * 10
         self._write(preloaded_rows(self.spark, definition, first, 1), str(path))
         next_key, seconds = first, 0.0
-        files_at: dict[int, int] = {}
+        files_compared = 0
         key = F.col("id")
         for batch in range(1, batches + 1):
             inserts = size // 2
@@ -1114,7 +1114,7 @@ class Bench:
             seconds += took[0]
             next_key += inserts
             if batch == count_at:
-                files_at[batch] = int(delta_io.detail(self.spark, str(path))["numFiles"])
+                files_compared = int(delta_io.detail(self.spark, str(path))["numFiles"])
             if batch % 100 == 0:
                 logger.warning("bench: small files, compaction %s: %d batches", compaction, batch)
         detail = delta_io.detail(self.spark, str(path))
@@ -1122,7 +1122,13 @@ class Bench:
         read = self._best_read(str(path))
         shutil.rmtree(path, ignore_errors=True)
         return SmallFiles(
-            batches, seconds, int(detail["numFiles"]), int(detail["sizeInBytes"]), compactions, read, files_at
+            batches,
+            seconds,
+            int(detail["numFiles"]),
+            int(detail["sizeInBytes"]),
+            compactions,
+            read,
+            files_compared,
         )
 
     def _best_read(self, path: str) -> float:
