@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import asof
+from ingest.apply import delta_io
 from ingest.apply.delta_io import quote
 from ingest.apply.merge import BAD_COLUMN, normalize
 from ingest.config import LoadConfig
@@ -113,9 +114,7 @@ def _upstream_columns(df: DataFrame) -> T.StructType:
 
 
 def _mirror_key(spark: SparkSession, path: str) -> list[str]:
-    row = spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").select("properties").first()
-    properties = row["properties"] if row is not None else {}
-    value = orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]"))
+    value = orjson.loads(delta_io.properties(spark, path).get(PROPERTY_KEY_COLUMNS, "[]"))
     return [str(v) for v in value] if isinstance(value, list) else []
 
 

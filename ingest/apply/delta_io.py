@@ -232,9 +232,34 @@ def detail(spark: SparkSession, path: str) -> Row:
     return row
 
 
+FEATURE_PREFIX = "delta.feature."
+_PROTOCOL_KEYS = ("delta.minReaderVersion", "delta.minWriterVersion")
+
+
+def _show_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    # SHOW TBLPROPERTIES reads the newest metadata and protocol only. DESCRIBE DETAIL also counts the
+    # table's files, which right after a commit means rebuilding the snapshot's file list: about 20 times
+    # the cost on a small table, paid on every DDL.
+    rows = spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
+    return {r["key"]: r["value"] for r in rows}
+
+
 def properties(spark: SparkSession, path: str) -> dict[str, str]:
-    """The table's properties (``TBLPROPERTIES``)."""
-    return dict(detail(spark, path)["properties"] or {})
+    """The table's properties (``TBLPROPERTIES``, as DESCRIBE DETAIL lists them: no protocol entries)."""
+    return {
+        k: v
+        for k, v in _show_properties(spark, path).items()
+        if not k.startswith(FEATURE_PREFIX) and k not in _PROTOCOL_KEYS
+    }
+
+
+def properties_and_features(spark: SparkSession, path: str) -> tuple[dict[str, str], set[str]]:
+    """The table's properties, and the table features its protocol names (DESCRIBE DETAIL's
+    ``tableFeatures`` for a table on the table-features protocol), from one read."""
+    shown = _show_properties(spark, path)
+    features = {k[len(FEATURE_PREFIX) :] for k in shown if k.startswith(FEATURE_PREFIX)}
+    kept = {k: v for k, v in shown.items() if not k.startswith(FEATURE_PREFIX) and k not in _PROTOCOL_KEYS}
+    return kept, features
 
 
 def history(spark: SparkSession, path: str, limit: int | None = None) -> DataFrame:

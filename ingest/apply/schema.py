@@ -130,9 +130,8 @@ def needs_column_mapping(names: Iterable[str]) -> bool:
 
 
 def _enabled_features(spark: SparkSession, path: str) -> set[tuple[str, str]]:
-    """Which of the on-demand features (:data:`COLUMN_MAPPING`, ...) the table has: one detail read."""
-    detail = delta_io.detail(spark, path)
-    properties, features = detail["properties"] or {}, set(detail["tableFeatures"] or ())
+    """Which of the on-demand features (:data:`COLUMN_MAPPING`, ...) the table has: one metadata read."""
+    properties, features = delta_io.properties_and_features(spark, path)
     enabled = set()
     if properties.get(COLUMN_MAPPING[0], "none") != "none":
         enabled.add(COLUMN_MAPPING)
