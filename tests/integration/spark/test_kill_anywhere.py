@@ -97,6 +97,8 @@ def assert_mirror(spark, lake: Path, stream: Stream, tables: list[TableId], why:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), f"{table}; {why}"
 
 
+# One worker runs both protocols, so the uninterrupted run is measured once (their runs take about as long).
+@pytest.mark.xdist_group("kill-run")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("protocol", ["canal-json", "simple"])
 def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
@@ -106,7 +108,6 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     stream = kill_stream(protocol, rnd)
     input_dir, lake = tmp_path / "in", tmp_path / "lake"
     stream.write(input_dir)
-    # Measured once for both protocols (their runs take about as long), to keep CI short.
     duration = run_duration("run", run_args(input_dir, tmp_path / "uninterrupted", protocol))
     if (tmp_path / "uninterrupted").exists():  # measured here: it also checks the stream itself
         assert_mirror(spark, tmp_path / "uninterrupted", stream, [T, R], f"seed {seed}, uninterrupted")
