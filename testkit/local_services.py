@@ -235,11 +235,12 @@ if alive(service):
 """
 
 
-def watch(pid: int, *, group: bool = False) -> None:
-    """Kill ``pid`` (with ``group``: its whole process group) when this process dies first, however it
-    dies: a process started in a session of its own outlives an interrupted test run otherwise."""
+def watch(pid: int, *, group: bool = False, owner: int | None = None) -> None:
+    """Kill ``pid`` (with ``group``: its whole process group) when this process (or ``owner``) dies first,
+    however it dies: a process started in a session of its own outlives an interrupted test run otherwise."""
+    owner = os.getpid() if owner is None else owner
     subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(pid), *(["group"] if group else [])],
+        [sys.executable, "-c", _WATCHDOG, str(owner), str(pid), *(["group"] if group else [])],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
@@ -569,7 +570,7 @@ class SparkConnectServer:
         """Stop the server's whole process group: the JVM and the Python workers it forked."""
         pid = self._process.pid
         if pid is not None:
-            _terminate_group(pid, timeout)
+            terminate_group(pid, timeout)
         self._process.stop(timeout=5)
         if self.owned:
             atexit.unregister(self.stop)
@@ -584,7 +585,7 @@ class SparkConnectServer:
 SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def _terminate_group(pid: int, timeout: float) -> None:
+def terminate_group(pid: int, timeout: float) -> None:
     """SIGTERM the process group that ``pid`` leads (started in a session of its own), then SIGKILL."""
     try:
         group = os.getpgid(pid)
@@ -736,7 +737,7 @@ def _down(name: str, marker: str) -> int:
     if cmdline.exists() and marker not in cmdline.read_bytes().decode(errors="replace"):
         print(f"pid {pid} is no longer the local {name}; leaving it alone")
     else:
-        _terminate_group(pid, 30.0)
+        terminate_group(pid, 30.0)
     shutil.rmtree(state["data_dir"], ignore_errors=True)
     _state_file(name).unlink(missing_ok=True)
     print(f"local {name} stopped")

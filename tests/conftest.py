@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,15 +93,83 @@ def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One local Spark Connect server (Delta, Kafka; 127.0.0.1, free port) per test session; stopped after."""
+    """One local Spark Connect server (Delta, Kafka; 127.0.0.1, free port) for the test run; stopped after.
+
+    Under pytest-xdist the workers share it: one JVM start and warm-up instead of one per worker, on a
+    machine whose cores the suite keeps busy. The first worker to need it starts it, the last one done
+    with it stops it, and it dies with the run's main process if the run is interrupted.
+    """
     from testkit.local_services import SparkConnectServer
 
-    server = SparkConnectServer(tmp_path_factory.mktemp("connect"))
-    server.start()
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        server = SparkConnectServer(tmp_path_factory.mktemp("connect"))
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # the run's directory, above each worker's own
+    with _SharedService(shared / "connect") as users:
+        if users.state is None:
+            # Its Connect tests run side by side: more memory than one worker's server.
+            server = SparkConnectServer(shared / "connect", owned=False, driver_memory="3g")
+            server.start()
+            _watch_group(server.pid, owner=os.getppid())  # the xdist controller: gone means interrupted
+            users.state = {"url": server.url, "pid": server.pid}
+        url = users.state["url"]
     try:
-        yield server
+        yield SimpleNamespace(url=url)
     finally:
-        server.stop()
+        with _SharedService(shared / "connect", leaving=True) as users:
+            if users.last and users.state is not None:
+                _stop_group(int(users.state["pid"]))
+                users.state = None
+
+
+class _SharedService:
+    """A service the xdist workers of one run share, counted under a file lock: ``state`` is what the
+    first user recorded (None: not started yet, or stopped by the last user); ``last``, on leaving,
+    whether no other worker still uses it."""
+
+    def __init__(self, directory: Path, *, leaving: bool = False) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock_path, self._file = directory / "users.lock", directory / "users.json"
+        self.leaving, self.state, self.last = leaving, None, False
+
+    def __enter__(self) -> _SharedService:
+        import fcntl
+        import json
+
+        self._lock = self._lock_path.open("w")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        saved = json.loads(self._file.read_text()) if self._file.exists() else {"users": 0, "state": None}
+        self._users, self.state = saved["users"], saved["state"]
+        self._users += -1 if self.leaving else 1
+        self.last = self._users == 0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import json
+
+        try:
+            if exc[0] is None:
+                self._file.write_text(json.dumps({"users": self._users, "state": self.state}))
+        finally:
+            self._lock.close()  # releases the lock
+
+
+def _watch_group(pid: int | None, owner: int) -> None:
+    from testkit.local_services import watch
+
+    if pid is not None:
+        watch(pid, group=True, owner=owner)
+
+
+def _stop_group(pid: int) -> None:
+    from testkit.local_services import terminate_group
+
+    terminate_group(pid, 30.0)
 
 
 @pytest.fixture(scope="session")
