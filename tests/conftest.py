@@ -102,12 +102,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
     from testkit.local_services import SparkConnectServer
 
     if "PYTEST_XDIST_WORKER" not in os.environ:
-        server = SparkConnectServer(tmp_path_factory.mktemp("connect"))
-        server.start()
-        try:
+        with SparkConnectServer(tmp_path_factory.mktemp("connect")) as server:  # started, then stopped
             yield server
-        finally:
-            server.stop()
         return
     shared = tmp_path_factory.getbasetemp().parent  # the run's directory, above each worker's own
     with _SharedService(shared / "connect") as users:
