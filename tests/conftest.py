@@ -99,7 +99,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
     machine whose cores the suite keeps busy. The first worker to need it starts it, the last one done
     with it stops it, and it dies with the run's main process if the run is interrupted.
     """
-    from testkit.local_services import SparkConnectServer
+    from testkit.local_services import SparkConnectServer, terminate_group, watch
 
     if "PYTEST_XDIST_WORKER" not in os.environ:
         with SparkConnectServer(tmp_path_factory.mktemp("connect")) as server:  # started, then stopped
@@ -111,7 +111,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
             # Its Connect tests run side by side: more memory than one worker's server.
             server = SparkConnectServer(shared / "connect", owned=False, driver_memory="3g")
             server.start()
-            _watch_group(server.pid, owner=os.getppid())  # the xdist controller: gone means interrupted
+            assert server.pid is not None
+            watch(server.pid, group=True, owner=os.getppid())  # the xdist controller: gone means interrupted
             users.state = {"url": server.url, "pid": server.pid}
         url = users.state["url"]
     try:
@@ -119,7 +120,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
     finally:
         with _SharedService(shared / "connect", leaving=True) as users:
             if users.last and users.state is not None:
-                _stop_group(int(users.state["pid"]))
+                terminate_group(int(users.state["pid"]), 30.0)
                 users.state = None
 
 
@@ -153,19 +154,6 @@ class _SharedService:
                 self._file.write_text(json.dumps({"users": self._users, "state": self.state}))
         finally:
             self._lock.close()  # releases the lock
-
-
-def _watch_group(pid: int | None, owner: int) -> None:
-    from testkit.local_services import watch
-
-    if pid is not None:
-        watch(pid, group=True, owner=owner)
-
-
-def _stop_group(pid: int) -> None:
-    from testkit.local_services import terminate_group
-
-    terminate_group(pid, 30.0)
 
 
 @pytest.fixture(scope="session")

@@ -246,11 +246,7 @@ def _show_properties(spark: SparkSession, path: str) -> dict[str, str]:
 
 def properties(spark: SparkSession, path: str) -> dict[str, str]:
     """The table's properties (``TBLPROPERTIES``, as DESCRIBE DETAIL lists them: no protocol entries)."""
-    return {
-        k: v
-        for k, v in _show_properties(spark, path).items()
-        if not k.startswith(FEATURE_PREFIX) and k not in _PROTOCOL_KEYS
-    }
+    return properties_and_features(spark, path)[0]
 
 
 def properties_and_features(spark: SparkSession, path: str) -> tuple[dict[str, str], set[str]]:

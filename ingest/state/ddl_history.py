@@ -82,7 +82,7 @@ def _txn(table: TableId, ddl: DdlEvent, action: str) -> tuple[str, int]:
 
     One id per table and DDL; a refusal is version 1 and any other outcome version 2, so a DDL refused by
     one run and applied by the next is listed twice, and one applied again after a crash once. An append
-    is a third of a MERGE's cost, and the history's readers find each entry once without deduplicating.
+    costs less than a MERGE, and the history's readers still find each entry once without deduplicating.
     """
     statement = hashlib.sha256(ddl.identity.encode()).hexdigest()[:16]
     return f"ticdc-ingest ddl history {table} {ddl.commit_ts} {statement}", 1 if action == REJECTED else 2
