@@ -370,14 +370,7 @@ class KafkaBroker:
         config.write_text(self._properties())
         java = _java(17)
         if not (self.data_dir / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            done = subprocess.run(
-                [java, "-cp", self._classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                 "-c", str(config)],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if done.returncode != 0:
-                raise ServiceError(f"kafka-storage format failed: {done.stdout}{done.stderr}")
+            self.format_storage(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
         log4j = self.data_dir / "log4j2.properties"
         log4j.write_text(
             "rootLogger.level=INFO\nrootLogger.appenderRef.out.ref=out\nappender.out.type=Console\n"
@@ -401,6 +394,21 @@ class KafkaBroker:
             self.data_dir,
         )
         return self
+
+    def format_storage(self, cluster_id: str) -> None:
+        """Format the broker's storage for a new cluster.
+
+        The id is passed as ``--cluster-id=ID``: a random url-safe id starts with ``-`` one time in 64,
+        and kafka-storage's argument parser reads a separate ``-t -X...`` as a missing value.
+        """
+        config = self.data_dir / "server.properties"
+        done = subprocess.run(
+            [_java(17), "-cp", self._classpath, "kafka.tools.StorageTool", "format",
+             f"--cluster-id={cluster_id}", "-c", str(config)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise ServiceError(f"kafka-storage format failed: {done.stdout}{done.stderr}")
 
     def _ready(self) -> bool:
         if not _port_open(self.port):
