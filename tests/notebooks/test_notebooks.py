@@ -6,13 +6,13 @@ Jupyter user sets them (INGEST_<KEY> environment variables) in a first cell, as 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from jupyter_client.manager import KernelManager
+from kill import CHILD_ENV
 from mirror import delta_rows, expected_rows
 from nbclient import NotebookClient
 
@@ -66,8 +66,9 @@ def kernel(kernels, spark, spark_mode):
         for other in list(running):  # the classic kernel's JVM is not needed any more
             running.pop(other).shutdown_kernel(now=True)
         km = KernelManager(kernel_name="python3")
+        # CHILD_ENV: the classic kernel's JVM lives for a few notebooks only (see tests/kill.py).
         km.start_kernel(
-            cwd=str(tmp_path_factory.mktemp("kernel")), env={**os.environ, "PYSPARK_PYTHON": sys.executable}
+            cwd=str(tmp_path_factory.mktemp("kernel")), env={**CHILD_ENV, "PYSPARK_PYTHON": sys.executable}
         )
         running[spark_mode] = km
     return running[spark_mode]

@@ -19,6 +19,7 @@ import pytest
 from dumpling_export import write_export
 from kill import (
     KILLS,
+    RUN_PROTOCOLS,
     SEEDS,
     R,
     T,
@@ -97,10 +98,10 @@ def assert_mirror(spark, lake: Path, stream: Stream, tables: list[TableId], why:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), f"{table}; {why}"
 
 
-# One worker runs both protocols, so the uninterrupted run is measured once (their runs take about as long).
+# One worker runs every protocol, so the uninterrupted run is measured once (their runs take about as long).
 @pytest.mark.xdist_group("kill-run")
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("protocol", ["canal-json", "simple"])
+@pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
 def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     spark, tmp_path: Path, protocol: str, seed: int
 ):
