@@ -31,10 +31,17 @@ PROFILE = os.environ.get("KILL_PROFILE", "ci")
 SEEDS, KILLS, RUN_PROTOCOLS = PROFILES[PROFILE]
 if os.environ.get("KILL_SEEDS"):
     SEEDS = [int(s) for s in os.environ["KILL_SEEDS"].split(",")]
-# A killed child is a fresh JVM that lives a minute or two. Its C2 compilations cost more CPU than they
-# win back in that time, and on a shared two-core runner that CPU is taken from the other tests; C1 alone
-# runs the same code (the JIT tier changes speed, never behaviour).
-CHILD_ENV = {**os.environ, "JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment as it is now, for a child whose Spark JVM lives a minute or two.
+
+    Such a JVM's C2 compilations cost more CPU than they win back in that time, and on a shared two-core
+    runner that CPU is taken from the other tests; C1 alone runs the same code (the JIT tier changes speed,
+    never behaviour).
+    """
+    return {**os.environ, "JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}
+
 
 CHILD = "import sys\nfrom ingest.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 T = TableId("app", "t")
@@ -112,7 +119,7 @@ def child_process(args: list[str]) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        env=CHILD_ENV,
+        env=child_env(),
     )
     watch(child.pid, group=True)
     return child

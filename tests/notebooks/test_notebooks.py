@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import KernelManager
-from kill import CHILD_ENV
+from kill import child_env
 from mirror import delta_rows, expected_rows
 from nbclient import NotebookClient
 
@@ -66,9 +66,9 @@ def kernel(kernels, spark, spark_mode):
         for other in list(running):  # the classic kernel's JVM is not needed any more
             running.pop(other).shutdown_kernel(now=True)
         km = KernelManager(kernel_name="python3")
-        # CHILD_ENV: the classic kernel's JVM lives for a few notebooks only (see tests/kill.py).
+        # child_env(): the classic kernel's JVM lives for a few notebooks only (see tests/kill.py).
         km.start_kernel(
-            cwd=str(tmp_path_factory.mktemp("kernel")), env={**CHILD_ENV, "PYSPARK_PYTHON": sys.executable}
+            cwd=str(tmp_path_factory.mktemp("kernel")), env={**child_env(), "PYSPARK_PYTHON": sys.executable}
         )
         running[spark_mode] = km
     return running[spark_mode]

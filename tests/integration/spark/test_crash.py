@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from kill import CHILD_ENV
+from kill import child_env
 from mirror import delta_rows, expected_rows
 
 from ingest.config import IngestConfig
@@ -82,7 +82,7 @@ def test_restart_after_sigkill_ends_like_an_uninterrupted_run(spark, tmp_path: P
         capture_output=True,
         text=True,
         timeout=600,
-        env=CHILD_ENV,
+        env=child_env(),
     )
     assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
     assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 0  # died before progress
@@ -160,7 +160,7 @@ def test_restart_after_sigkill_among_tables_applied_in_parallel_ends_like_an_uni
         capture_output=True,
         text=True,
         timeout=600,
-        env=CHILD_ENV,
+        env=child_env(),
     )
     assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
     assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 0  # died before progress
