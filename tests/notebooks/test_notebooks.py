@@ -80,8 +80,20 @@ def run_notebook(kernel, name: str, params: dict[str, str]) -> str:
     return outputs(nb)
 
 
+def session_kind(kernel) -> str:
+    """``connect`` or ``classic``: the Spark session the notebooks ran on in this kernel."""
+    probe = (
+        "from pyspark.sql import SparkSession\n"
+        "s = SparkSession.getActiveSession()\n"
+        "print('SESSION', 'connect' if type(s).__module__.startswith('pyspark.sql.connect') else 'classic')"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(probe)])
+    NotebookClient(nb, km=kernel, timeout=60).execute()
+    return outputs(nb).split("SESSION", 1)[1].split()[0]
+
+
 @pytest.mark.both_modes
-def test_backfill_then_state_then_resync_of_one_table(spark, kernel, tmp_path):
+def test_backfill_then_state_then_resync_of_one_table(spark, spark_mode, kernel, tmp_path):
     stream = build_sample()
     stream.write(tmp_path / "in")
     lake = tmp_path / "lake"
@@ -108,3 +120,4 @@ def test_backfill_then_state_then_resync_of_one_table(spark, kernel, tmp_path):
     )
     assert f"applied up to TSO {g}" in out
     assert delta_rows(spark, str(lake), orders) == expected_rows(stream, orders, g)
+    assert session_kind(kernel) == spark_mode  # the Connect run's kernel ran the notebooks on Connect
