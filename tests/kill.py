@@ -1,18 +1,28 @@
 """Test helpers: run a command as a real process group, SIGKILL it at random instants inside its run.
 
+An instant is drawn from the run's own progress: the same work run once in this process (warm, and a check
+in itself) says how many progress lines a run writes and how far apart they are; a killed run then dies a
+random part of such a gap after a random one of its lines. So every kill lands in the work, never in the
+interpreter's or JVM's start, and no uninterrupted run in a fresh JVM is needed just to time one.
+
 ``KILL_PROFILE=explore`` draws many more seeds than CI's few, and more kills per seed; ``KILL_SEEDS=1,2``
 replays given seeds. Every test names its seed in its failure messages.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.model import TableId
@@ -125,38 +135,92 @@ def child_process(args: list[str]) -> subprocess.Popen[bytes]:
     return child
 
 
-def run_killed(args: list[str], delays: list[float]) -> list[str]:
-    """Run the command once per delay, SIGKILLing its process group after that many seconds, until an
-    attempt finishes first; returns what happened to each attempt."""
+# What the command line writes for each step of its work: the ingest loggers at INFO, except the config
+# line, which it writes before Spark starts and a run in this process does not write at all.
+PROGRESS = re.compile(rb" INFO ingest[.:](?! config:)")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The progress lines of one uninterrupted run, as the seconds at which each was written."""
+
+    times: list[float]
+
+    def gap_after(self, n: int) -> float:
+        """Seconds from the n-th line (1-based) to the next, or to the run's end after the last."""
+        return self.times[n] - self.times[n - 1] if n < len(self.times) else 1.0
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.started = time.monotonic()
+        self.times: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.times.append(time.monotonic() - self.started)
+
+
+def progress_of(run: Callable[[], object]) -> Progress:
+    """Run the work in this process and note when it wrote each progress line."""
+    lines, ingest = _Lines(), logging.getLogger("ingest")
+    level = ingest.level
+    ingest.setLevel(logging.INFO)
+    ingest.addHandler(lines)
+    try:
+        run()
+    finally:
+        ingest.removeHandler(lines)
+        ingest.setLevel(level)
+    assert lines.times, "the run wrote no progress line"
+    return Progress(lines.times)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Kill ``delay`` seconds after the ``line``-th progress line."""
+
+    line: int
+    delay: float
+
+
+def kill_marks(rnd: random.Random, progress: Progress, kills: int) -> list[Mark]:
+    """Instants inside a run: after a random progress line, a random part of the gap to the next. A fresh
+    JVM runs its first minute slower than this warm one, so the gap is doubled."""
+    marks = []
+    for _ in range(kills):
+        line = rnd.randint(1, max(1, len(progress.times) - 1))  # the last line ends the run
+        marks.append(Mark(line, rnd.uniform(0.0, 2.0 * progress.gap_after(line))))
+    return marks
+
+
+def run_killed(args: list[str], marks: list[Mark]) -> list[str]:
+    """Run the command once per mark, SIGKILLing its process group at that mark, until an attempt
+    finishes first; returns what happened to each attempt."""
     outcomes = []
-    for delay in delays:
+    for mark in marks:
         child = child_process(args)
-        try:
-            _, err = child.communicate(timeout=delay)
-            assert child.returncode == 0, err.decode(errors="replace")[-3000:]
-            outcomes.append(f"finished before {delay:.1f}s")
+        started, seen, tail = time.monotonic(), 0, deque(maxlen=100)
+        hung = threading.Timer(CHILD_TIMEOUT, lambda c=child: os.killpg(c.pid, signal.SIGKILL))
+        hung.start()
+        assert child.stderr is not None
+        killed = False
+        for line in child.stderr:
+            tail.append(line)
+            seen += bool(PROGRESS.search(line))
+            if seen == mark.line:
+                time.sleep(mark.delay)
+                if child.poll() is None:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    killed = True
+                break
+        child.communicate()
+        hung.cancel()
+        if not killed:
+            assert child.returncode == 0, b"".join(tail).decode(errors="replace")[-3000:]
+            outcomes.append(f"finished before line {mark.line} + {mark.delay:.1f}s")
             break  # nothing left to interrupt
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            outcomes.append(f"killed at {delay:.1f}s")
+        outcomes.append(
+            f"killed {mark.delay:.1f}s after line {mark.line}, {time.monotonic() - started:.1f}s in"
+        )
     return outcomes
-
-
-_DURATIONS: dict[str, float] = {}
-
-
-def run_duration(key: str, args: list[str]) -> float:
-    """How long one uninterrupted run of the command takes here (measured once per key)."""
-    if key not in _DURATIONS:
-        started = time.monotonic()
-        child = child_process(args)
-        _, err = child.communicate(timeout=CHILD_TIMEOUT)
-        assert child.returncode == 0, err.decode(errors="replace")[-3000:]
-        _DURATIONS[key] = time.monotonic() - started
-    return _DURATIONS[key]
-
-
-def kill_delays(rnd: random.Random, duration: float, kills: int) -> list[float]:
-    """Instants inside a run: past the interpreter's and JVM's start, before the run would have ended."""
-    return [rnd.uniform(0.2 * duration, duration) for _ in range(kills)]

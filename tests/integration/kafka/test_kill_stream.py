@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from kill import KILLS, SEEDS, R, T, kill_delays, kill_stream, run_duration, run_killed
+from kill import KILLS, SEEDS, R, T, kill_marks, kill_stream, progress_of, run_killed
 from mirror import delta_rows, expected_rows
 
 from ingest.config import IngestConfig
@@ -31,19 +31,20 @@ def test_kafka_mirror_killed_at_random_instants_continues_exactly(spark, feed, t
     topic.send()
     bootstrap = topic.broker.bootstrap_servers
     lake = tmp_path / "lake"
-    duration = run_duration(
-        f"kafka-{protocol}", mirror_args(bootstrap, topic.topic, tmp_path / "once", protocol)
-    )
-    delays = kill_delays(rnd, duration, KILLS)
 
-    outcomes = run_killed(mirror_args(bootstrap, topic.topic, lake, protocol), delays)
+    def config_for(target) -> IngestConfig:
+        return IngestConfig.from_params(
+            {"source": "kafka", "kafka-bootstrap-servers": bootstrap, "topics": topic.topic,
+             "target-path": str(target), "protocol": protocol, "max-offsets-per-trigger": "20"}
+        )  # fmt: skip
 
-    why = f"seed {seed} (a run takes {duration:.1f}s): {', '.join(outcomes)}"
+    marks = kill_marks(rnd, progress_of(lambda: run_kafka(spark, config_for(tmp_path / "once"))), KILLS)
+
+    outcomes = run_killed(mirror_args(bootstrap, topic.topic, lake, protocol), marks)
+
+    why = f"seed {seed}: {', '.join(outcomes)}"
     print(why)  # shown with -rP: where the kills landed
-    config = IngestConfig.from_params(
-        {"source": "kafka", "kafka-bootstrap-servers": bootstrap, "topics": topic.topic,
-         "target-path": str(lake), "protocol": protocol, "max-offsets-per-trigger": "20"}
-    )  # fmt: skip
+    config = config_for(lake)
     run_kafka(spark, config)
     g = stream.complete_watermark()
     for table in (T, R):

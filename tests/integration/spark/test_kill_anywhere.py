@@ -24,10 +24,10 @@ from kill import (
     R,
     T,
     child_process,
-    kill_delays,
+    kill_marks,
     kill_stream,
+    progress_of,
     run_args,
-    run_duration,
     run_killed,
 )
 from mirror import delta_rows, expected_rows
@@ -98,8 +98,6 @@ def assert_mirror(spark, lake: Path, stream: Stream, tables: list[TableId], why:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), f"{table}; {why}"
 
 
-# One worker runs every protocol, so the uninterrupted run is measured once (their runs take about as long).
-@pytest.mark.xdist_group("kill-run")
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
 def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
@@ -109,18 +107,21 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     stream = kill_stream(protocol, rnd)
     input_dir, lake = tmp_path / "in", tmp_path / "lake"
     stream.write(input_dir)
-    duration = run_duration("run", run_args(input_dir, tmp_path / "uninterrupted", protocol))
-    if (tmp_path / "uninterrupted").exists():  # measured here: it also checks the stream itself
-        assert_mirror(spark, tmp_path / "uninterrupted", stream, [T, R], f"seed {seed}, uninterrupted")
-    delays = kill_delays(rnd, duration, KILLS)
 
-    outcomes = run_killed(run_args(input_dir, lake, protocol), delays)
+    def config_for(target: Path) -> IngestConfig:
+        return IngestConfig.from_params(
+            {"input": str(input_dir), "target-path": str(target), "protocol": protocol}
+        )
 
-    why = f"seed {seed} ({protocol}, a run takes {duration:.1f}s): {', '.join(outcomes)}"
+    progress_ = progress_of(lambda: run_files(spark, config_for(tmp_path / "uninterrupted")))
+    assert_mirror(spark, tmp_path / "uninterrupted", stream, [T, R], f"seed {seed}, uninterrupted")
+    marks = kill_marks(rnd, progress_, KILLS)
+
+    outcomes = run_killed(run_args(input_dir, lake, protocol), marks)
+
+    why = f"seed {seed} ({protocol}, {len(progress_.times)} progress lines): {', '.join(outcomes)}"
     print(why)  # shown with -rP: where the kills landed
-    config = IngestConfig.from_params(
-        {"input": str(input_dir), "target-path": str(lake), "protocol": protocol}
-    )
+    config = config_for(lake)
     result = run_files(spark, config)
     assert result.global_watermark == stream.complete_watermark(), why
     assert_mirror(spark, lake, stream, [T, R], why)
@@ -144,12 +145,12 @@ def test_initial_load_killed_at_random_instants_then_run_again_loads_the_snapsho
     def load_args(lake: Path) -> list[str]:
         return ["load", "--input", str(export), "--target-path", str(lake)]
 
-    duration = run_duration("load", load_args(tmp_path / "once"))
-    delays = kill_delays(rnd, duration, KILLS)
+    once = {"input": str(export), "target-path": str(tmp_path / "once")}
+    marks = kill_marks(rnd, progress_of(lambda: load_dumpling(spark, LoadConfig.from_params(once))), KILLS)
 
-    outcomes = run_killed(load_args(tmp_path / "lake"), delays)
+    outcomes = run_killed(load_args(tmp_path / "lake"), marks)
 
-    why = f"seed {seed} (a load takes {duration:.1f}s): {', '.join(outcomes)}"
+    why = f"seed {seed}: {', '.join(outcomes)}"
     print(why)  # shown with -rP: where the kills landed
     lake = tmp_path / "lake"
     params = {"input": str(export), "target-path": str(lake)}
