@@ -158,7 +158,8 @@ class _Lines(logging.Handler):
         self.times: list[float] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.times.append(time.monotonic() - self.started)
+        if record.levelno == logging.INFO:  # as PROGRESS counts the child's lines
+            self.times.append(time.monotonic() - self.started)
 
 
 def progress_of(run: Callable[[], object]) -> Progress:
