@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ingest.model import Position, TableId
+    from ingest.model import Position
 
 
 class IngestError(Exception):
@@ -56,7 +56,7 @@ class AsOfRefused(IngestError):
 class TablesFailed(IngestError):
     """More than one table of a batch failed; each is named with its error, and progress did not move."""
 
-    def __init__(self, failures: Sequence[tuple[TableId, BaseException]]) -> None:
+    def __init__(self, failures: Sequence[tuple[object, BaseException]]) -> None:
         lines = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in failures)
         super().__init__(f"{len(failures)} tables failed: {lines}")
         self.failures = list(failures)

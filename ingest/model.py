@@ -118,13 +118,17 @@ class ColumnType:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One upstream column: name, type, nullability and DEFAULT (as SQL literal text, if any)."""
+    """One upstream column: name, type, nullability and DEFAULT (as SQL literal text, if any).
+
+    ``virtual``: a VIRTUAL generated column, whose values no protocol carries (TiDB computes them on read).
+    """
 
     name: str
     type: ColumnType
     nullable: bool = True
     default: str | None = None
     has_default: bool = False
+    virtual: bool = False
 
 
 @dataclass(frozen=True, slots=True)

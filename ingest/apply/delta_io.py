@@ -206,8 +206,12 @@ def is_not_a_table(exc: BaseException) -> bool:
 # Reading
 
 
-def read(spark: SparkSession, path: str) -> DataFrame:
-    return spark.read.format("delta").load(path)
+def read(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+    """The table's rows, as of ``version`` if given (time travel)."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", int(version))
+    return reader.load(path)
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
@@ -236,23 +240,27 @@ FEATURE_PREFIX = "delta.feature."
 _PROTOCOL_KEYS = ("delta.minReaderVersion", "delta.minWriterVersion")
 
 
-def _show_properties(spark: SparkSession, path: str) -> dict[str, str]:
+def _show_properties(spark: SparkSession, path: str, version: int | None = None) -> dict[str, str]:
     # SHOW TBLPROPERTIES reads the newest metadata and protocol only. DESCRIBE DETAIL also counts the
     # table's files, which right after a commit means rebuilding the snapshot's file list: about 20 times
-    # the cost on a small table, paid on every DDL.
-    rows = spark.sql(f"SHOW TBLPROPERTIES {table_ref(path)}").collect()
+    # the cost on a small table, paid on every DDL. A path ending in @v<n> names version n.
+    at = path if version is None else f"{path}@v{int(version)}"
+    rows = spark.sql(f"SHOW TBLPROPERTIES {table_ref(at)}").collect()
     return {r["key"]: r["value"] for r in rows}
 
 
-def properties(spark: SparkSession, path: str) -> dict[str, str]:
-    """The table's properties (``TBLPROPERTIES``, as DESCRIBE DETAIL lists them: no protocol entries)."""
-    return properties_and_features(spark, path)[0]
+def properties(spark: SparkSession, path: str, version: int | None = None) -> dict[str, str]:
+    """The table's properties (``TBLPROPERTIES``, as DESCRIBE DETAIL lists them: no protocol entries), as of
+    ``version`` if given."""
+    return properties_and_features(spark, path, version)[0]
 
 
-def properties_and_features(spark: SparkSession, path: str) -> tuple[dict[str, str], set[str]]:
+def properties_and_features(
+    spark: SparkSession, path: str, version: int | None = None
+) -> tuple[dict[str, str], set[str]]:
     """The table's properties, and the table features its protocol names (DESCRIBE DETAIL's
     ``tableFeatures`` for a table on the table-features protocol), from one read."""
-    shown = _show_properties(spark, path)
+    shown = _show_properties(spark, path, version)
     features = {k[len(FEATURE_PREFIX) :] for k in shown if k.startswith(FEATURE_PREFIX)}
     kept = {k: v for k, v in shown.items() if not k.startswith(FEATURE_PREFIX) and k not in _PROTOCOL_KEYS}
     return kept, features

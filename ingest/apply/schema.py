@@ -19,9 +19,10 @@ from pyspark.sql import types as T
 
 from ingest.apply import convert, delta_io
 from ingest.apply.delta_io import prepare_to_create, quote, sql_literal, sql_string
-from ingest.model import TableId, TableSchema
+from ingest.model import ColumnType, TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan
+from ingest.plan.keys import UniqueKeys
 from ingest.plan.partitions import Partitioning, PartitionRows
 from ingest.state.table_state import (
     COMMIT_TS_COLUMN,
@@ -31,6 +32,7 @@ from ingest.state.table_state import (
     PROPERTY_PARTITIONING,
     PROPERTY_RETIRED,
     PROPERTY_SOURCE_TABLE,
+    PROPERTY_UNIQUE_KEYS,
     committing,
 )
 
@@ -71,10 +73,17 @@ class TableInfo:
     retired: bool
     partitioning: Partitioning | None = None  # None: never recorded
     compacts: bool = False  # auto compaction on
+    unique_keys: UniqueKeys | None = None  # None: never recorded
 
     @property
     def columns(self) -> list[str]:
         return self.schema.fieldNames()
+
+    @property
+    def column_types(self) -> dict[str, ColumnType] | None:
+        """The upstream type of every column, from the columns' comments; None if any is not readable."""
+        types = {f.name: convert.column_type_of(f) for f in self.schema.fields}
+        return None if any(t is None for t in types.values()) else {k: v for k, v in types.items() if v}
 
 
 def create_table(
@@ -87,6 +96,7 @@ def create_table(
     replace: bool = False,
     partitioning: Partitioning | None = None,
     compaction: bool = True,
+    unique_keys: UniqueKeys | None = None,
 ) -> None:
     """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table.
 
@@ -102,6 +112,8 @@ def create_table(
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if partitioning is not None:
         properties[PROPERTY_PARTITIONING] = partitioning.to_json()
+    if unique_keys is not None:
+        properties[PROPERTY_UNIQUE_KEYS] = unique_keys.to_json()
     with committing(spark, metadata):
         delta_io.create_table(
             spark, path, T.StructType(fields), properties=properties, replace=replace and exists
@@ -227,6 +239,37 @@ def delete_partition_rows(
         _set_partitioning(spark, path, change.partitioning)
 
 
+def exchange_rows(
+    spark: SparkSession,
+    path: str,
+    partner_path: str,
+    change: plan.ExchangeRows,
+    partner_version: int | None,
+    metadata: str,
+) -> None:
+    """One side of EXCHANGE PARTITION, in one commit. The partitioned table's partition is replaced by every
+    row of the other table; the other table is replaced by the rows that partition held. The partner is read
+    at ``partner_version`` (just before the DDL), so this gives the same result whichever side goes first,
+    and again after a crash."""
+    predicate = partition_predicate(change.rows)
+    target = delta_io.read(spark, path).schema
+    if partner_version is None:
+        incoming = spark.createDataFrame([], target)
+    else:
+        incoming = delta_io.read(spark, partner_path, partner_version)
+        if not change.partitioned:
+            incoming = incoming.where(predicate)
+        # Same upstream structure on both sides (TiDB requires it); typed as this table's columns.
+        incoming = incoming.select(
+            [F.col(quote(f.name)).cast(f.dataType).alias(f.name) for f in target.fields]
+        )
+    with committing(spark, metadata):
+        if change.partitioned:
+            delta_io.write(incoming, path, mode="overwrite", replaceWhere=predicate)
+        else:
+            delta_io.write(incoming, path, mode="overwrite")
+
+
 def set_partitioning(spark: SparkSession, path: str, partitioning: Partitioning, metadata: str) -> None:
     with committing(spark, metadata):
         _set_partitioning(spark, path, partitioning)
@@ -278,16 +321,19 @@ def mark_applied(spark: SparkSession, path: str, applied_ts: int, metadata: str)
         delta_io.set_properties(spark, path, {PROPERTY_APPLIED_TS: str(applied_ts)})
 
 
-def table_info(spark: SparkSession, path: str) -> TableInfo:
-    """The Delta table's upstream columns (ours excluded), key columns and retired mark."""
-    properties = delta_io.properties(spark, path)
+def table_info(spark: SparkSession, path: str, version: int | None = None) -> TableInfo:
+    """The Delta table's upstream columns (ours excluded), key columns and retired mark, as of ``version``
+    if given."""
+    properties = delta_io.properties(spark, path, version)
     key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
-    fields = [f for f in delta_io.read(spark, path).schema.fields if not f.name.startswith("_tidb_")]
+    fields = [f for f in delta_io.read(spark, path, version).schema.fields if not f.name.startswith("_tidb_")]
     retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
     recorded = properties.get(PROPERTY_PARTITIONING)
     partitioning = partitions.from_json(recorded) if recorded else None
     compacts = properties.get(AUTO_COMPACT, "false") == "true"
-    return TableInfo(T.StructType(fields), key, retired, partitioning, compacts)
+    keys = properties.get(PROPERTY_UNIQUE_KEYS)
+    unique_keys = UniqueKeys.from_json(keys) if keys else None
+    return TableInfo(T.StructType(fields), key, retired, partitioning, compacts, unique_keys)
 
 
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
@@ -375,10 +421,17 @@ def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadat
 
 
 def copy_table(
-    spark: SparkSession, source_path: str, path: str, table: TableId, metadata: str, *, with_rows: bool = True
+    spark: SparkSession,
+    source_path: str,
+    path: str,
+    table: TableId,
+    metadata: str,
+    *,
+    with_rows: bool = True,
+    version: int | None = None,
 ) -> bool:
     """RENAME (and CREATE TABLE ... LIKE without rows): (re)create the table at ``path`` with the source's
-    schema and key. False: the mirror has no source table.
+    schema and key, as of the source's ``version`` if given. False: the mirror has no source table.
 
     Safe to repeat after a kill at any instant: a table already there (from a previous attempt, or a retired
     one) is replaced whole, and a creation cut short before its first commit is started again. With rows,
@@ -387,8 +440,8 @@ def copy_table(
     """
     if not table_exists(spark, source_path):
         return False
-    source = table_info(spark, source_path)
-    rows = delta_io.read(spark, source_path)
+    source = table_info(spark, source_path, version)
+    rows = delta_io.read(spark, source_path, version)
     exists = prepare_to_create(spark, path)
     # The copy compacts as its source did: the setting it was created with, or one the user set since.
     properties = _mirror_properties(source.key, table, source.compacts)
@@ -396,6 +449,8 @@ def copy_table(
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if source.partitioning is not None:  # RENAME keeps the partitions, as does CREATE TABLE … LIKE
         properties[PROPERTY_PARTITIONING] = source.partitioning.to_json()
+    if source.unique_keys is not None:  # and the indexes
+        properties[PROPERTY_UNIQUE_KEYS] = source.unique_keys.to_json()
     if with_rows:
         writer = rows.writeTo(f"delta.{quote(path)}").using("delta")
         for name, value in properties.items():

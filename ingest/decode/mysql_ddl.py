@@ -8,7 +8,7 @@ decide (reject by default) with the original text in the message.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -26,11 +26,43 @@ from ingest.model import Column, TableId, TableSchema
 
 
 @dataclass(frozen=True, slots=True)
+class IndexDef:
+    """A unique index or primary key as a DDL defines it; ``name`` None: unnamed (TiDB names it)."""
+
+    name: str | None
+    columns: tuple[str, ...]
+    primary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddIndex:
+    index: IndexDef
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RenameIndex:
+    old: str
+    new: str
+
+
+IndexAction = AddIndex | DropIndex | RenameIndex
+
+
+@dataclass(frozen=True, slots=True)
 class CreateTable:
+    """``indexes``: the unique indexes and primary key, in the order TiDB numbers them (table-level
+    definitions first, then column-level ones)."""
+
     table: TableId
     schema: TableSchema
     if_not_exists: bool
     partition_by: PartitionBy | None = None
+    indexes: tuple[IndexDef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +110,12 @@ ColumnAction = AddColumn | DropColumn | RenameColumn | ModifyColumn | AlterDefau
 @dataclass(frozen=True, slots=True)
 class AlterTable:
     """Column changes in order; ``adds_unique``: index actions among them add a unique key (indexes are
-    otherwise not mirrored)."""
+    otherwise not mirrored); ``index_actions``: what they do to unique indexes, in order."""
 
     table: TableId
     actions: tuple[ColumnAction, ...]
     adds_unique: bool = False
+    index_actions: tuple[IndexAction, ...] = ()
 
     @property
     def add_columns(self) -> tuple[AddColumn, ...]:
@@ -118,9 +151,12 @@ class CreateDatabase:
 
 @dataclass(frozen=True, slots=True)
 class IndexChange:
-    """CREATE/DROP INDEX, ALTER TABLE ADD/DROP INDEX or KEY: no data changes, unless a unique key moves."""
+    """CREATE/DROP INDEX, ALTER TABLE ADD/DROP INDEX or KEY: no data changes, unless a unique key moves.
+
+    ``actions``: what the statement does to unique indexes (adding a non-unique one is none)."""
 
     adds_unique: bool
+    actions: tuple[IndexAction, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +188,22 @@ class TableOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class NonDataObject:
+    """CREATE/ALTER/DROP of an object that holds no rows (a view, a sequence, a placement policy, a resource
+    group): recorded, nothing to mirror. ``name`` is the object's qualified name where it has one."""
+
+    what: str
+    name: TableId | None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseOptions:
+    """ALTER DATABASE: a database's default charset, collation or placement; no table changes."""
+
+    schema: str
+
+
+@dataclass(frozen=True, slots=True)
 class OtherDdl:
     """A statement we parsed (or could not) but do not act on; ``reason`` says why."""
 
@@ -171,6 +223,8 @@ Statement = (
     | PrimaryKeyChange
     | PartitionDdl
     | TableOptions
+    | NonDataObject
+    | DatabaseOptions
     | OtherDdl
 )
 
@@ -199,13 +253,25 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
     """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
     normalized = normalize(sql)
     sql = normalized.sql
+    non_data = _non_data_object(sql, default_schema)
+    if non_data is not None:
+        return non_data
     alter_options = _ALTER_WITHOUT_ACTIONS.match(sql)
-    if alter_options and normalized.dropped:
+    if alter_options:
+        # TiCDC's owner writes `ALTER TABLE t TTL_ENABLE = 'OFF'` as `ALTER TABLE t`: no action at all.
         table_id = _qualified(alter_options.group(1), default_schema)
-        return TableOptions(table_id, ", ".join(normalized.dropped))
+        return TableOptions(table_id, ", ".join(normalized.dropped) or "no change")
+    database = _ALTER_DATABASE.match(sql)
+    if database:
+        return DatabaseOptions(_qualified(database.group(1), default_schema).table)
     rename = re.match(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", sql, re.IGNORECASE | re.DOTALL)
     if rename:
         return _rename_tables(rename.group(1), default_schema)
+    alter_rename = _ALTER_RENAME.match(sql)
+    if alter_rename:
+        # ALTER TABLE a RENAME [TO|AS] b; TiCDC's owner writes it with AS, which sqlglot does not read.
+        old = _qualified(alter_rename.group(1), default_schema)
+        return RenameTables(((old, _qualified(alter_rename.group(2), default_schema)),))
     primary = _PRIMARY_KEY.match(sql)
     if primary:
         # sqlglot leaves ADD PRIMARY KEY ... [NON]CLUSTERED as an opaque Command and rejects DROP PRIMARY KEY.
@@ -236,7 +302,13 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
             if kind == "TABLE" and isinstance(tree.this, exp.Schema):
                 return _create_table(tree, default_schema, partition_by)
             if kind == "INDEX":
-                return IndexChange(adds_unique=bool(tree.args.get("unique")))
+                unique = bool(tree.args.get("unique"))
+                index = tree.this
+                params = index.args.get("params") if isinstance(index, exp.Index) else None
+                parts = (params.args.get("columns") or []) if params is not None else []
+                columns = tuple(_key_part_name(e) for e in parts)
+                added = (AddIndex(IndexDef(index.name or None, columns)),) if unique and columns else ()
+                return IndexChange(adds_unique=unique, actions=added)
             like = tree.find(exp.LikeProperty)
             if kind == "TABLE" and like is not None and isinstance(like.this, exp.Table):
                 return CreateTableLike(
@@ -253,7 +325,7 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
             if kind == "TABLE" and len(targets) == 1:
                 return DropTable(_table_id(targets[0], default_schema))
             if kind == "INDEX":
-                return IndexChange(adds_unique=False)
+                return IndexChange(adds_unique=False, actions=tuple(DropIndex(t.name) for t in targets))
             return OtherDdl(f"DROP {kind} is not mirrored")
         if isinstance(tree, exp.TruncateTable) and not tree.args.get("is_database"):
             tables = tree.expressions
@@ -288,9 +360,72 @@ def _column(definition: exp.ColumnDef) -> Column:
             nullable = False
         elif isinstance(kind, exp.DefaultColumnConstraint):
             has_default = True
-            value = kind.this
-            default = None if isinstance(value, exp.Null) else value.sql(dialect="mysql")
-    return Column(definition.name, from_sqlglot(data_type, zerofill), nullable, default, has_default)
+            default = default_literal(kind.this)
+    virtual = any(
+        isinstance(c.args["kind"], exp.ComputedColumnConstraint) and not c.args["kind"].args.get("persisted")
+        for c in definition.constraints
+    )
+    return Column(definition.name, from_sqlglot(data_type, zerofill), nullable, default, has_default, virtual)
+
+
+# Python codecs of the charsets a literal's introducer may name; a literal's text is the same string in
+# any of them, only a hex or bit literal's bytes are read through them.
+_INTRODUCER_CODECS = {
+    "utf8mb4": "utf-8", "utf8": "utf-8", "utf8mb3": "utf-8", "latin1": "latin-1", "ascii": "ascii",
+    "gbk": "gbk", "gb18030": "gb18030", "binary": None,
+}  # fmt: skip
+
+
+def default_literal(value: exp.Expression) -> str | None:
+    """A DEFAULT's value as canonical SQL literal text, None for NULL.
+
+    Canonical: a string as ``'…'`` with ``'`` doubled and nothing else escaped; a number as written; bytes
+    as ``X'…'`` and bits as ``b'…'`` (their meaning depends on the column type); TRUE/FALSE as 1/0. A
+    charset introducer (``_UTF8MB4'x'``, as TiCDC's owner writes every string DEFAULT, ``_BINARY'x'``,
+    ``_LATIN1 X'E9'``) is applied: it names the charset the literal's bytes are read in. Anything else
+    (``CURRENT_TIMESTAMP(3)``, ``(UUID())``) is its SQL text, which is not a literal.
+    """
+    if isinstance(value, exp.Null):
+        return None
+    if isinstance(value, exp.Boolean):
+        return "1" if value.this else "0"
+    if isinstance(value, exp.Literal):
+        return _string_literal(value.this) if value.is_string else str(value.this)
+    if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and not value.this.is_string:
+        return f"-{value.this.this}"
+    if isinstance(value, exp.HexString):
+        return f"X'{value.this.upper()}'"
+    if isinstance(value, exp.BitString):
+        return f"b'{value.this}'"
+    if isinstance(value, exp.Introducer):
+        charset = str(value.this).lstrip("_").lower()
+        inner = value.expression
+        if charset in _INTRODUCER_CODECS and isinstance(inner, exp.Literal) and inner.is_string:
+            if charset == "binary":
+                return f"X'{inner.this.encode('utf-8').hex().upper()}'"
+            return _string_literal(inner.this)
+        codec = _INTRODUCER_CODECS.get(charset)
+        if isinstance(inner, exp.HexString | exp.BitString):
+            data = _literal_bytes(inner)
+            if codec is None:
+                return f"X'{data.hex().upper()}'" if charset == "binary" else value.sql(dialect="mysql")
+            try:
+                return _string_literal(data.decode(codec))
+            except UnicodeDecodeError:
+                return value.sql(dialect="mysql")
+    return value.sql(dialect="mysql")
+
+
+def _string_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _literal_bytes(node: exp.HexString | exp.BitString) -> bytes:
+    if isinstance(node, exp.HexString):
+        digits = node.this
+        return bytes.fromhex(digits if len(digits) % 2 == 0 else "0" + digits)
+    bits = node.this or "0"
+    return int(bits, 2).to_bytes((len(bits) + 7) // 8, "big")
 
 
 def _is_serial(definition: exp.ColumnDef) -> bool:
@@ -304,31 +439,43 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
     columns: list[Column] = []
     primary: tuple[str, ...] = ()
     uniques: list[tuple[str, ...]] = []
+    # TiDB numbers the table-level key definitions first, then the column-level ones.
+    table_level: list[IndexDef] = []
+    column_level: list[IndexDef] = []
     for item in schema_node.expressions:
         if isinstance(item, exp.ColumnDef):
             columns.append(_column(item))
             for constraint in item.constraints:
                 if isinstance(constraint.args["kind"], exp.PrimaryKeyColumnConstraint):
                     primary = (item.name,)
+                    column_level.append(IndexDef(None, primary, primary=True))
                 elif isinstance(constraint.args["kind"], exp.UniqueColumnConstraint):
                     uniques.append((item.name,))
+                    column_level.append(IndexDef(None, (item.name,)))
             if _is_serial(item):
                 uniques.append((item.name,))
+                column_level.append(IndexDef(None, (item.name,)))
         elif isinstance(item, exp.PrimaryKey):
             primary = tuple(_key_part_name(e) for e in item.expressions)
+            table_level.append(IndexDef(None, primary, primary=True))
         elif isinstance(item, exp.UniqueColumnConstraint):
             schema = item.this
             parts = schema.expressions if isinstance(schema, exp.Schema) else item.expressions
             uniques.append(tuple(_key_part_name(e) for e in parts))
+            name = schema.this if isinstance(schema, exp.Schema) else None
+            table_level.append(IndexDef(name.name if name is not None else None, uniques[-1]))
     if primary:
         # A PRIMARY KEY column is NOT NULL even when its definition does not say so.
-        columns = [
-            Column(c.name, c.type, False, c.default, c.has_default) if c.name in primary else c
-            for c in columns
-        ]
+        columns = [replace(c, nullable=False) if c.name in primary else c for c in columns]
     by_name = {c.name: c for c in columns}
     key = primary or _handle_from_uniques(uniques, by_name)
-    return CreateTable(table, TableSchema(tuple(columns), key), bool(tree.args.get("exists")), partition_by)
+    return CreateTable(
+        table,
+        TableSchema(tuple(columns), key),
+        bool(tree.args.get("exists")),
+        partition_by,
+        (*table_level, *column_level),
+    )
 
 
 def _key_part_name(node: exp.Expression) -> str:
@@ -355,8 +502,9 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         return OtherDdl("ALTER TABLE without actions")
     index_actions = [a for a in all_actions if _is_index_action(a)]
     adds_unique = any(a.find(exp.UniqueColumnConstraint) is not None for a in index_actions)
+    on_unique = tuple(i for a in index_actions for i in _unique_index_actions(a))
     if len(index_actions) == len(all_actions):
-        return IndexChange(adds_unique=adds_unique)
+        return IndexChange(adds_unique=adds_unique, actions=on_unique)
     actions: list[ColumnAction] = []
     for action in all_actions:
         if _is_index_action(action):
@@ -389,7 +537,36 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         first = where == "FIRST"
         after = position.this.name if position is not None and where == "AFTER" else None
         actions.append(AddColumn(_column(action), first=first, after=after))
-    return AlterTable(table, tuple(actions), adds_unique=adds_unique)
+        # ADD COLUMN c … UNIQUE adds a unique index named after the column.
+        if any(isinstance(c.args["kind"], exp.UniqueColumnConstraint) for c in action.constraints):
+            adds_unique = True
+            on_unique += (AddIndex(IndexDef(None, (action.name,))),)
+    return AlterTable(table, tuple(actions), adds_unique=adds_unique, index_actions=on_unique)
+
+
+def _unique_index_actions(action: exp.Expression) -> tuple[IndexAction, ...]:
+    """What one ALTER TABLE index action does to unique indexes (a non-unique index is none of theirs, but
+    its DROP or RENAME is kept: the name alone does not say, and a name not held is ignored)."""
+    if isinstance(action, exp.Drop):
+        kind = str(action.args.get("kind") or "").upper()
+        return (
+            tuple(DropIndex(t.name) for t in action.args.get("tables") or [])
+            if kind in ("INDEX", "KEY")
+            else ()
+        )
+    if isinstance(action, exp.RenameIndex):
+        return (RenameIndex(action.this.name, action.args["to"].name),)
+    unique = action.find(exp.UniqueColumnConstraint)
+    if isinstance(action, exp.AddConstraint) and unique is not None:
+        schema = unique.this
+        parts = schema.expressions if isinstance(schema, exp.Schema) else unique.expressions
+        name = schema.this if isinstance(schema, exp.Schema) else None
+        if name is None:
+            constraint = action.find(exp.Constraint)
+            name = constraint.this if constraint is not None else None
+        columns = tuple(_key_part_name(e) for e in parts)
+        return (AddIndex(IndexDef(name.name if name is not None else None, columns)),) if columns else ()
+    return ()
 
 
 def _is_index_action(action: exp.Expression) -> bool:
@@ -425,6 +602,37 @@ def _qualified(text: str, default_schema: str) -> TableId:
     return TableId(names[0], names[1]) if len(names) == 2 else TableId(default_schema, names[0])
 
 
+_VIEW_OPTIONS = (
+    r"(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*(?:CURRENT_USER(?:\s*\(\s*\))?|\S+)\s+)?"
+    r"(?:SQL\s+SECURITY\s+\w+\s+)?"
+)
+_VIEW = re.compile(
+    rf"^\s*(?:(?:CREATE(?:\s+OR\s+REPLACE)?|ALTER)\s+{_VIEW_OPTIONS}|DROP\s+)VIEW\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}",
+    re.IGNORECASE,
+)
+_OTHER_OBJECT = re.compile(
+    rf"^\s*(?:CREATE|ALTER|DROP)\s+(SEQUENCE|PLACEMENT\s+POLICY|RESOURCE\s+GROUP)\b(?:\s+IF\s+(?:NOT\s+)?EXISTS)?"
+    rf"\s*{_QUALIFIED}?",
+    re.IGNORECASE,
+)
+_ALTER_DATABASE = re.compile(rf"^\s*ALTER\s+(?:DATABASE|SCHEMA)\s+{_QUALIFIED}", re.IGNORECASE)
+
+
+def _non_data_object(sql: str, default_schema: str) -> NonDataObject | None:
+    view = _VIEW.match(sql)
+    if view:
+        return NonDataObject("view", _qualified(view.group(1), default_schema))
+    other = _OTHER_OBJECT.match(sql)
+    if other:
+        what = " ".join(other.group(1).lower().split())
+        named = what == "sequence" and other.group(2)
+        return NonDataObject(what, _qualified(other.group(2), default_schema) if named else None)
+    return None
+
+
+_ALTER_RENAME = re.compile(
+    rf"^\s*ALTER\s+TABLE\s+{_QUALIFIED}\s+RENAME\s+(?:TO\s+|AS\s+)?{_QUALIFIED}\s*;?\s*$", re.IGNORECASE
+)
 _ALTER_WITHOUT_ACTIONS = re.compile(
     rf"^\s*ALTER\s+(?:IGNORE\s+)?TABLE\s+{_QUALIFIED}\s*;?\s*$", re.IGNORECASE
 )

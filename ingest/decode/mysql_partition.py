@@ -71,21 +71,53 @@ class Repartition:
 
 @dataclass(frozen=True, slots=True)
 class NoRowChange:
-    """COALESCE PARTITION (HASH/KEY): rows move between partitions of the same table, none change."""
+    """Partition DDL that changes no row of the table (placement, attributes)."""
 
     what: str
-    recounts: bool = False  # changes the number of HASH/KEY partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Recount:
+    """COALESCE PARTITION n (``by`` = -n) or ADD PARTITION PARTITIONS n (``by`` = n) on HASH/KEY: rows move
+    between the table's partitions, none changes; TiDB names the partitions p0 … p<count-1>."""
+
+    by: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reorganize:
+    """REORGANIZE PARTITION a, b INTO (definitions): rows stay in the table, the definition changes."""
+
+    names: tuple[str, ...]
+    partitions: tuple[PartitionDef, ...]
+    unreadable: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangePartition:
+    """EXCHANGE PARTITION p WITH TABLE other: p's rows and the other table's rows trade places."""
+
+    name: str
+    other: tuple[str, ...]  # [database,] table, as written
 
 
 @dataclass(frozen=True, slots=True)
 class Unapplicable:
-    """EXCHANGE, REORGANIZE and any other partition DDL the mirror cannot follow exactly."""
+    """Any partition DDL the mirror cannot follow exactly."""
 
     reason: str
 
 
 PartitionAction = (
-    TruncatePartitions | DropPartitions | AddPartitions | Repartition | NoRowChange | Unapplicable
+    TruncatePartitions
+    | DropPartitions
+    | AddPartitions
+    | Repartition
+    | NoRowChange
+    | Recount
+    | Reorganize
+    | ExchangePartition
+    | Unapplicable
 )
 
 
@@ -213,6 +245,13 @@ class _Reader:
             return None
         if token_type == TokenType.STRING:
             return self.take()
+        # A charset introducer, as TiCDC's owner writes before every string: _UTF8MB4'2025-01-01'.
+        introduced = (
+            self.index + 1 < len(self.tokens) and self.tokens[self.index + 1].token_type == TokenType.STRING
+        )
+        if self.peek().startswith("_") and introduced:
+            self.index += 1
+            return self.take()
         sign = self.take() if self.peek() in ("-", "+") else ""
         if self.peek_type() != TokenType.NUMBER:
             raise _Unreadable(f"expected a literal value, found {self.peek() or 'the end'}")
@@ -325,10 +364,25 @@ class _Reader:
         if upper == "REMOVE":
             self.take("PARTITIONING")
             return self.finish(Repartition(None))
-        if upper in ("EXCHANGE", "REORGANIZE"):
-            return self.unapplicable(upper)
+        if upper == "EXCHANGE":
+            self.take("PARTITION")
+            name = self.name()
+            self.take("WITH")
+            self.take("TABLE")
+            other = [self.name()]
+            if self.accept("."):
+                other.append(self.name())
+            if self.accept("WITH", "WITHOUT"):
+                self.take("VALIDATION")
+            return self.finish(ExchangePartition(name, tuple(other)))
+        if upper == "REORGANIZE":
+            self.take("PARTITION")
+            names = self.names()
+            self.take("INTO")
+            return self.finish(Reorganize(names, *self.definitions()))
         if upper == "COALESCE":
-            return NoRowChange("COALESCE PARTITION", recounts=True)
+            self.take("PARTITION")
+            return self.finish(Recount(-int(self.take())))
         if upper == "LAST" and self.peek() == "PARTITION":
             return NoRowChange("LAST PARTITION (adds interval partitions)")
         if upper == "PARTITION" and self.peek(1) in ("PLACEMENT", "ATTRIBUTES"):
@@ -349,19 +403,24 @@ class _Reader:
                 self.take("NOT")
                 self.take("EXISTS")
             if self.accept("PARTITIONS"):
-                return NoRowChange("ADD PARTITION PARTITIONS n", recounts=True)
-            self.take("(")
-            start = self.index
-            try:
-                partitions = [self.partition_def("RANGE" if self.peek(3) == "LESS" else "LIST")]
-                while self.accept(","):
-                    partitions.append(self.partition_def("RANGE" if self.peek(3) == "LESS" else "LIST"))
-                self.take(")")
-            except _Unreadable as exc:
-                self.index = start
-                return AddPartitions((), unreadable=str(exc))
-            return self.finish(AddPartitions(tuple(partitions)))
+                return self.finish(Recount(int(self.take())))
+            return self.finish(AddPartitions(*self.definitions()))
         return Unapplicable(f"{upper} … PARTITION is a partition DDL the mirror does not follow")
+
+    def definitions(self) -> tuple[tuple[PartitionDef, ...], str]:
+        """``(PARTITION … , …)``: the definitions, or none and why they cannot be read (then skipped)."""
+        self.take("(")
+        start = self.index
+        try:
+            partitions = [self.partition_def("RANGE" if self.peek(3) == "LESS" else "LIST")]
+            while self.accept(","):
+                partitions.append(self.partition_def("RANGE" if self.peek(3) == "LESS" else "LIST"))
+            self.take(")")
+        except _Unreadable as exc:
+            self.index = start - 1
+            self.skip_group()
+            return (), str(exc)
+        return tuple(partitions), ""
 
     def partition_by_rest(self) -> PartitionBy:
         try:
@@ -375,14 +434,3 @@ class _Reader:
                 f"a partition DDL combined with {self.peek()} …, which the mirror cannot apply"
             )
         return action
-
-    def unapplicable(self, what: str) -> Unapplicable:
-        if what == "EXCHANGE":
-            return Unapplicable(
-                "EXCHANGE PARTITION swaps a partition's rows with another table's without row events: "
-                "rows appear and disappear that the mirror cannot see"
-            )
-        return Unapplicable(
-            "REORGANIZE PARTITION rewrites the partition definition (and moves rows between partitions) "
-            "without row events; the mirror cannot follow the new definition exactly"
-        )

@@ -47,6 +47,7 @@ from ingest.decode.simple_schema import (
     SCHEMA_DATABASE,
     SCHEMA_DATABASE_AVRO,
     SCHEMA_TABLE,
+    view_name,
 )
 
 # Re-exported: the table-schema reading is part of what this protocol module offers.
@@ -195,7 +196,10 @@ def _event(record: Decoded) -> DdlEvent | Watermark | Bootstrap:
         assert record.commit_ts is not None  # the rules classify a DDL without it as bad
         sql = record.sql or ""
         handle_key = None
-        if record.table_schema is not None:
+        view = next((view_name(raw) for raw in (record.table_schema, record.pre_table_schema) if raw), None)
+        if view is not None:
+            table = view
+        elif record.table_schema is not None:
             announced = parse_table_schema(record.table_schema)
             table, handle_key = announced.table, announced.schema.key
         elif record.pre_table_schema is not None:
@@ -283,7 +287,7 @@ def schemas_of(record: Decoded) -> list[VersionedSchema]:
     """Every table schema a control record carries, for the schema cache (post- and pre-DDL)."""
     result = []
     for raw in (record.table_schema, record.pre_table_schema):
-        if raw is not None:
+        if raw is not None and view_name(raw) is None:
             result.append(parse_table_schema(raw))
     return result
 

@@ -46,6 +46,9 @@ _KIND_ALIASES = {
     "tinyblob": ColumnKind.BLOB,
     "mediumblob": ColumnKind.BLOB,
     "longblob": ColumnKind.BLOB,
+    # The hidden column of an expression index (`_V$_<index>_0`) is typed by TiDB's internal names.
+    "var_string": ColumnKind.VARCHAR,
+    "string": ColumnKind.CHAR,
 }
 _FSP_KINDS = (ColumnKind.DATETIME, ColumnKind.TIMESTAMP, ColumnKind.TIME)
 
@@ -89,6 +92,23 @@ def handle_key(indexes: list[Mapping[str, Any]]) -> tuple[str, ...]:
         if i.get(INDEX_UNIQUE) and not i.get(INDEX_NULLABLE) and i.get(INDEX_COLUMNS)
     ]
     return min(candidates, key=len) if candidates else ()
+
+
+# TiDB's type of a view's columns: a view holds no rows, so its schema announces nothing to decode.
+VIEW_COLUMN_TYPE = "unspecified"
+
+
+def view_name(raw: Mapping[str, Any] | str) -> TableId | None:
+    """The view a ``tableSchema`` describes (every column typed ``unspecified``), or None for a table."""
+    obj: Mapping[str, Any] = orjson.loads(raw) if isinstance(raw, str) else raw
+    columns = obj.get(SCHEMA_COLUMNS) or ()
+    if not columns or any(
+        str((c.get(COLUMN_DATA_TYPE) or {}).get(TYPE_MYSQL_TYPE) or "").lower() != VIEW_COLUMN_TYPE
+        for c in columns
+    ):
+        return None
+    database = obj.get(SCHEMA_DATABASE, obj.get(SCHEMA_DATABASE_AVRO))
+    return TableId(str(database), str(obj.get(SCHEMA_TABLE)))
 
 
 def parse_table_schema(raw: Mapping[str, Any] | str) -> VersionedSchema:

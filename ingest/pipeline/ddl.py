@@ -12,7 +12,8 @@ from ingest.errors import SchemaChangeRejected
 from ingest.model import DdlEvent, TableId, TableState, tso_to_datetime
 from ingest.pipeline.schema_change import apply_change
 from ingest.plan import schema as plan_schema
-from ingest.state import ddl_history
+from ingest.plan.renames import RenameGroup
+from ingest.state import ddl_history, table_state
 from ingest.state.table_state import state_to_metadata
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,35 @@ def apply_database_ddl(ddl: DdlEvent, g: int) -> None:
     )
 
 
+def table_before(
+    spark: SparkSession, config: IngestConfig, table: TableId, commit_ts: int
+) -> apply_schema.TableInfo | None:
+    """A mirrored table as it was just before ``commit_ts`` (None: not in the mirror then, or retired)."""
+    path = config.table_path(table.schema, table.table)
+    version = table_state.version_before(spark, path, commit_ts)
+    if version is None:
+        return None
+    info = apply_schema.table_info(spark, path, version)
+    return None if info.retired else info
+
+
+def _exchange_sides(
+    spark: SparkSession, config: IngestConfig, ddl: DdlEvent
+) -> plan_schema.ExchangeSides | None:
+    tables = plan_schema.exchange_tables(ddl)
+    if tables is None:
+        return None
+    partitioned, other = tables
+    before = table_before(spark, config, partitioned, ddl.commit_ts)
+    return plan_schema.ExchangeSides(
+        partitioned,
+        other,
+        before.partitioning if before is not None else None,
+        before is not None,
+        table_before(spark, config, other, ddl.commit_ts) is not None,
+    )
+
+
 def apply_ddl(
     spark: SparkSession,
     config: IngestConfig,
@@ -45,9 +75,14 @@ def apply_ddl(
     ddl: DdlEvent,
     state: TableState,
     run_id: int,
+    *,
+    rename_group: RenameGroup | None = None,
+    first_of_group: bool = True,
 ) -> TableState:
     """Apply one admitted DDL to one table, record its outcome in the DDL history, and commit the table's
-    new state (A_T and D_T at the DDL); raises before anything when the DDL is refused."""
+    new state (A_T and D_T at the DDL); raises before anything when the DDL is refused.
+
+    ``rename_group``: every pair of the RENAME statement ``ddl`` is one event of (see ``plan.renames``)."""
     info = apply_schema.table_info(spark, path) if apply_schema.table_exists(spark, path) else None
     changes = plan_schema.plan_schema_changes(
         ddl,
@@ -57,6 +92,11 @@ def apply_ddl(
         retired=info.retired if info else False,
         drop_keeps_rows=config.drop_table == DropTablePolicy.ARCHIVE,
         partitioning=info.partitioning if info else None,
+        unique_keys=info.unique_keys if info else None,
+        column_types=info.column_types if info else None,
+        exchange=_exchange_sides(spark, config, ddl),
+        rename_group=rename_group,
+        first_of_group=first_of_group,
     )
     schema_before = info.schema.simpleString() if info else None
 
@@ -100,6 +140,10 @@ def apply_ddl(
         state, run_id=run_id, step=f"ddl {ddl.commit_ts} in progress", consistent=False
     )
     for change in changes:
+        if isinstance(change, plan_schema.RecordOnly) and change.warning:
+            logger.warning(
+                "%s: DDL at %s (commitTs %d): %s", table, ddl.position, ddl.commit_ts, change.reason
+            )
         refused = apply_change(spark, config, path, change, before)
         if refused is not None:
             raise reject(refused)

@@ -18,29 +18,29 @@ from pyspark.sql import SparkSession
 from pyspark.util import inheritable_thread_target
 
 from ingest.errors import TablesFailed
-from ingest.model import TableId
 
 R = TypeVar("R")
+K = TypeVar("K")
 
 
 def apply_tables(
     spark: SparkSession,
-    tables: Sequence[TableId],
-    apply: Callable[[TableId], R],
+    tables: Sequence[K],
+    apply: Callable[[K], R],
     parallelism: int,
     stop: Callable[[], bool] = lambda: False,
-) -> dict[TableId, R]:
+) -> dict[K, R]:
     """``apply`` each table, at most ``parallelism`` at once; a table not yet started when ``stop()`` turns
     true is left untouched (absent from the result).
 
     Raises:
         the one failed table's own error, or TablesFailed naming every failed table (chained to the first).
     """
-    results: dict[TableId, R] = {}
-    failures: dict[TableId, BaseException] = {}
+    results: dict[K, R] = {}
+    failures: dict[K, BaseException] = {}
     guard = threading.Lock()
 
-    def run(table: TableId) -> None:
+    def run(table: K) -> None:
         if stop():
             return
         try:

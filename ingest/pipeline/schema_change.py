@@ -13,6 +13,8 @@ from pyspark.sql import SparkSession
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig, TypeChangePolicy
 from ingest.plan import schema as plan
+from ingest.state import table_state
+from ingest.state.table_state import PROPERTY_UNIQUE_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ def _create(spark: SparkSession, config: IngestConfig, path: str, change: Any, m
     apply_schema.create_table(
         spark, path, change.table, change.schema, metadata,
         replace=isinstance(change, plan.CreateTableReplacing), partitioning=change.partitioning,
-        compaction=config.auto_compaction,
+        compaction=config.auto_compaction, unique_keys=change.unique_keys,
     )  # fmt: skip
 
 
@@ -51,21 +53,35 @@ def _change_type(
     return f'column {change.name}: {refused} under type-change policy "{config.type_change.value}"'
 
 
+def _before(spark: SparkSession, path: str, before_ts: int | None) -> int | None:
+    return None if before_ts is None else table_state.version_before(spark, path, before_ts)
+
+
 def _create_like(
     spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str
 ) -> str | None:
     source = config.table_path(change.source.schema, change.source.table)
-    if not apply_schema.copy_table(spark, source, path, change.table, metadata, with_rows=False):
+    version = _before(spark, source, change.before_ts)
+    if not apply_schema.copy_table(
+        spark, source, path, change.table, metadata, with_rows=False, version=version
+    ):
         return f"CREATE TABLE ... LIKE {change.source}, which the mirror does not hold"
     return None
 
 
 def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
     source = config.table_path(change.source.schema, change.source.table)
-    if not apply_schema.copy_table(spark, source, path, change.table, metadata):
+    version = _before(spark, source, change.before_ts)
+    if not apply_schema.copy_table(spark, source, path, change.table, metadata, version=version):
         logger.warning(
             "%s: renamed from %s, which the mirror does not hold; it starts empty", path, change.source
         )
+
+
+def _exchange(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
+    partner = config.table_path(change.partner.schema, change.partner.table)
+    version = _before(spark, partner, change.before_ts)
+    apply_schema.exchange_rows(spark, path, partner, change, version, metadata)
 
 
 _Handler = Callable[[SparkSession, IngestConfig, str, Any, str], "str | None"]
@@ -77,10 +93,14 @@ _HANDLERS: dict[type, _Handler] = {
     plan.RenameColumn: lambda s, c, p, ch, m: apply_schema.rename_column(s, p, ch.old, ch.new, m),
     plan.ChangeType: _change_type,
     plan.ChangeKey: lambda s, c, p, ch, m: apply_schema.change_key(s, p, ch.key, m),
+    plan.SetUniqueKeys: lambda s, c, p, ch, m: apply_schema.set_property(
+        s, p, PROPERTY_UNIQUE_KEYS, ch.keys.to_json(), m
+    ),
     plan.Truncate: lambda s, c, p, ch, m: apply_schema.truncate(s, p, m),
     plan.DeletePartitionRows: lambda s, c, p, ch, m: apply_schema.delete_partition_rows(s, p, ch, m),
     plan.SetPartitioning: lambda s, c, p, ch, m: apply_schema.set_partitioning(s, p, ch.partitioning, m),
     plan.Retire: lambda s, c, p, ch, m: apply_schema.retire(s, p, ch.reason, ch.keep_rows, m),
     plan.CreateLike: _create_like,
     plan.CopyFrom: _copy_from,
+    plan.ExchangeRows: _exchange,
 }

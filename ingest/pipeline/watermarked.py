@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -37,11 +38,12 @@ from ingest.pipeline.batch import (
     quarantine_undecodable,
     stop_on_fatal,
 )
-from ingest.pipeline.ddl import apply_database_ddl, apply_ddl
+from ingest.pipeline.ddl import apply_database_ddl, apply_ddl, table_before
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.segments import apply_segment
 from ingest.plan import schema as plan_schema
+from ingest.plan.renames import RenameGroup
 from ingest.spark_decode import (
     CLAIM_CHECK,
     CONTROL_KINDS,
@@ -153,31 +155,25 @@ def _process(
     # each known table of that database. Each table admits and records it on its own.
     known = set(committed.tables) | {s.table for s in signatures} | {d.table for d in ddls if d.table.table}
     by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
-    sources: set[TableId] = set()
-    tied: set[TableId] = set()
     for ddl in ddls:
         affected = plan_schema.affected_tables(ddl, known)
         if not affected:
             apply_database_ddl(ddl, g)
         for table in affected:
             by_table[table].append(ddl)
-        if len(affected) > 1:
-            tied.update(affected)
-            if plan_schema.is_rename(ddl):
-                sources.update(affected[0::2])
-    # A rename's source runs first: its rows up to the rename are applied before the target copies them.
-    tables = sorted({s.table for s in signatures} | set(by_table), key=lambda t: (t not in sources, t))
+    tables = sorted({s.table for s in signatures} | set(by_table))
+    # Tables a DDL reads across (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION) are applied together, in
+    # rounds: every one of them up to just before such a DDL, then that DDL on each (reading the others as
+    # they were just before it), and so on; the other tables go on their own, several at once.
+    groups = _tied_groups(ddls, known, g)
+    tied = {t for group in groups for t in group.tables}
 
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
-    targets_of: dict[TableId, set[TableId]] = defaultdict(set)
-    for ddl in ddls:
-        affected = plan_schema.affected_tables(ddl, known)
-        if len(affected) > 1 and plan_schema.is_rename(ddl):
-            for source, target in zip(affected[0::2], affected[1::2], strict=False):
-                targets_of[source].add(target)
 
-    def apply(table: TableId, held_through: int | None) -> TableReport:
+    def apply(
+        table: TableId, held_through: int | None, bound: int = g, renames: RenameGroups = None
+    ) -> TableReport:
         report, states[table] = _apply_table(
             spark,
             config,
@@ -185,12 +181,17 @@ def _process(
             dml,
             signatures,
             by_table.get(table, []),
-            bounds.get(table, g),
+            min(bound, bounds.get(table, g)),
             committed,
             run_id,
             schemas,
             held_through,
+            renames or {},
         )
+        if table in reports:
+            reports[table].absorb(report)
+        else:
+            reports[table] = report
         return report
 
     # First pass: a table whose rows do not all convert stops just below the first that does not, for the
@@ -200,21 +201,38 @@ def _process(
     over: list[bool] = []
     position = {table: number for number, table in enumerate(tables, start=1)}
 
-    def first_pass(table: TableId) -> TableReport | None:
-        logger.info("run %d: table %d/%d: %s", run_id, position[table], len(tables), table)
-        if any(table in targets_of[t] for t in deferred):
-            deferred.append(table)  # a rename target copies its source, which is not complete yet
-            return None
-        report = reports[table] = apply(table, None)
-        if report.held_through is not None:
-            deferred.append(table)
+    def held(table: TableId, first: bool) -> int | None:
+        return None if first else (reports[table].held_through if table in reports else 0) or 0
+
+    def apply_group(group: _TiedGroup, first: bool) -> bool:
+        """The group's rounds; False when a table stopped below rows that do not convert (first pass)."""
+        for stamp in group.stamps:
+            for table in group.tables:
+                if apply(table, held(table, first), stamp - 1).held_through is not None and first:
+                    return False
+            renames = _rename_groups(spark, config, group.ddls, stamp)
+            for table in group.tables:
+                apply(table, held(table, first), stamp, renames)
+        for table in group.tables:
+            if apply(table, held(table, first)).held_through is not None and first:
+                return False
+        return True
+
+    def first_pass(unit: TableId | _TiedGroup) -> None:
+        members = unit.tables if isinstance(unit, _TiedGroup) else (unit,)
+        for table in members:
+            logger.info("run %d: table %d/%d: %s", run_id, position[table], len(tables), table)
+        complete = (
+            apply_group(unit, True)
+            if isinstance(unit, _TiedGroup)
+            else apply(unit, None).held_through is None
+        )
+        if not complete:
+            deferred.extend(members)
             if over_bad_ratio(config, bad + sum(r.quarantined for r in list(reports.values())), records):
                 over.append(True)  # the batch fails whatever comes next: leave the remaining tables untouched
-        return report
 
-    # Tables a DDL ties to another (a rename's or CREATE TABLE LIKE's source and target, one database's
-    # tables) go one after another, in the order above: a target reads its source. Then all others at once.
-    apply_tables(spark, [t for t in tables if t in tied], first_pass, 1, stop=lambda: bool(over))
+    apply_tables(spark, groups, first_pass, 1, stop=lambda: bool(over))
     apply_tables(
         spark,
         [t for t in tables if t not in tied],
@@ -222,18 +240,14 @@ def _process(
         config.table_parallelism,
         stop=lambda: bool(over),
     )
-    deferred.sort(key=position.__getitem__)
     conversion_bad = sum(r.quarantined for r in reports.values())
     check_bad_ratio(config, bad + conversion_bad, records)
-    for table in deferred:
-        report = apply(table, reports[table].held_through if table in reports else 0)
-        if table in reports:
-            reports[table].absorb(report)
-        else:
-            reports[table] = report
-        conversion_bad += report.quarantined
-        check_bad_ratio(config, bad + conversion_bad, records)
-
+    for group in groups:
+        if any(t in deferred for t in group.tables):
+            apply_group(group, False)
+    for table in sorted((t for t in deferred if t not in tied), key=position.__getitem__):
+        apply(table, held(table, False))
+    check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
     pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
     pending_rows, pending_records = _pending_counts(pending)
     for table, count in pending_rows.items():
@@ -391,6 +405,7 @@ def _apply_table(
     run_id: int,
     schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     held_through: int | None = None,
+    renames: Mapping[int, RenameGroup] | None = None,
 ) -> tuple[TableReport, TableState]:
     """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
 
@@ -414,10 +429,25 @@ def _apply_table(
     mine = [s for s in signatures if s.table == table]
     has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= g for s in mine)
     report = TableReport(table, applied_ts=state.applied_ts)
+    grouped: set[int] = set()
     for step in order.plan_table_steps(table, state, admitted, g, has_rows):
         if isinstance(step, order.DdlStep):
+            group = (renames or {}).get(step.ddl.commit_ts)
+            first = group is None or step.ddl.commit_ts not in grouped
+            if group is not None:
+                grouped.add(step.ddl.commit_ts)
             with table_state.exclusive_write():  # its DDL history and schema writes set no confs of their own
-                state = apply_ddl(spark, config, table, path, step.ddl, state, run_id)
+                state = apply_ddl(
+                    spark,
+                    config,
+                    table,
+                    path,
+                    step.ddl,
+                    state,
+                    run_id,
+                    rename_group=group,
+                    first_of_group=first,
+                )
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
@@ -446,3 +476,57 @@ def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:
         if r["kind"] == KIND_DML and r["table"]:
             per_table[TableId(r["database"], r["table"])] += int(r["count"])
     return dict(per_table), sum(int(r["count"]) for r in rows)
+
+
+RenameGroups = Mapping[int, RenameGroup] | None
+
+
+@dataclass(frozen=True)
+class _TiedGroup:
+    """Tables that DDLs reading across tables tie together, and those DDLs' commitTs in order."""
+
+    tables: tuple[TableId, ...]
+    stamps: tuple[int, ...]
+    ddls: tuple[DdlEvent, ...]
+
+    def __str__(self) -> str:
+        return ", ".join(str(t) for t in self.tables)
+
+
+def _tied_groups(ddls: list[DdlEvent], known: set[TableId], g: int) -> list[_TiedGroup]:
+    """The tables each eligible cross-table DDL ties together (joined where they share a table)."""
+    links = [
+        (d, plan_schema.affected_tables(d, known))
+        for d in ddls
+        if d.commit_ts <= g and plan_schema.reads_other_tables(d)
+    ]
+    parent: dict[TableId, TableId] = {}
+
+    def root(table: TableId) -> TableId:
+        while parent.setdefault(table, table) != table:
+            table = parent[table]
+        return table
+
+    for _, affected in links:
+        for other in affected[1:]:
+            parent[root(other)] = root(affected[0])
+    members: dict[TableId, set[TableId]] = defaultdict(set)
+    for table in list(parent):
+        members[root(table)].add(table)
+    groups = []
+    for top, tables in sorted(members.items()):
+        mine = tuple(d for d, affected in links if root(affected[0]) == top)
+        groups.append(_TiedGroup(tuple(sorted(tables)), tuple(sorted({d.commit_ts for d in mine})), mine))
+    return groups
+
+
+def _rename_groups(
+    spark: SparkSession, config: IngestConfig, ddls: tuple[DdlEvent, ...], stamp: int
+) -> dict[int, RenameGroup]:
+    """The RENAME statement at ``stamp`` (its events' pairs), with the names that were live just before it."""
+    pairs = [p for d in ddls if d.commit_ts == stamp for p in plan_schema.rename_pairs(d)]
+    if not pairs:
+        return {}
+    names = {name for pair in pairs for name in pair}
+    live = {name for name in names if table_before(spark, config, name, stamp) is not None}
+    return {stamp: RenameGroup.of(pairs, live)}

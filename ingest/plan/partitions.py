@@ -146,6 +146,43 @@ def drop(partitioning: Partitioning, names: tuple[str, ...]) -> Partitioning:
     return Partitioning(partitioning.method, partitioning.column, partitioning.kind, kept)
 
 
+def reorganize(
+    partitioning: Partitioning, names: tuple[str, ...], definitions: tuple[PartitionDef, ...]
+) -> Partitioning:
+    """REORGANIZE PARTITION names INTO (definitions): the new partitions take the place of the first named
+    one (RANGE partitions stay in bound order), the named ones leave. Rows do not change."""
+    if not partitioning.followed:
+        return partitioning
+    if partitioning.method == HASH:
+        return unsupported("REORGANIZE PARTITION on a HASH partitioning")
+    lowered = {n.lower() for n in names}
+    if any(partitioning.find(n) is None for n in names):
+        return unsupported(f"REORGANIZE PARTITION {', '.join(names)}: not all of them are in the definition")
+    try:
+        new = [_normalized(d, partitioning.method, partitioning.kind) for d in definitions]
+    except ValueError as exc:
+        return unsupported(f"REORGANIZE PARTITION: {exc}")
+    partitions: list[Partition] = []
+    for partition in partitioning.partitions:
+        if partition.name.lower() not in lowered:
+            partitions.append(partition)
+        elif new:
+            partitions.extend(new)
+            new = []
+    return Partitioning(partitioning.method, partitioning.column, partitioning.kind, tuple(partitions))
+
+
+def recount(partitioning: Partitioning, by: int) -> Partitioning:
+    """COALESCE PARTITION n / ADD PARTITION PARTITIONS n on HASH: TiDB renumbers them p0 … p<count-1>."""
+    if partitioning.method != HASH:
+        return partitioning
+    count = len(partitioning.partitions) + by
+    if count < 1:
+        return unsupported(f"{count} HASH partitions")
+    names = tuple(Partition(f"p{i}") for i in range(count))
+    return Partitioning(HASH, partitioning.column, partitioning.kind, names)
+
+
 def _normalized(definition: PartitionDef, method: str, kind: str) -> Partition:
     if definition.is_default:
         if method != LIST:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import orjson
 from pyspark.sql import SparkSession
@@ -30,6 +31,9 @@ PROPERTY_SOURCE_TABLE = "ticdc.sourceTable"
 PROPERTY_APPLIED_TS = "ticdc.appliedTs"
 # The upstream partition definition (JSON, ingest.plan.partitions); absent when the mirror never saw it.
 PROPERTY_PARTITIONING = "ticdc.partitioning"
+# The upstream table's unique indexes and NOT NULL columns (JSON, ingest.plan.keys), which the handle key
+# follows; absent when the mirror never saw its CREATE TABLE.
+PROPERTY_UNIQUE_KEYS = "ticdc.uniqueKeys"
 # Why the upstream table is gone (dropped, renamed away); NOT_RETIRED while it exists.
 PROPERTY_RETIRED = "ticdc.retired"
 NOT_RETIRED = "no"
@@ -56,19 +60,44 @@ def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: 
     ).decode()
 
 
-def state_from_metadata(text: str | None) -> TableState | None:
-    """Parse a commit's userMetadata; None when the commit is not one of ours."""
+def _payload(text: str | None) -> dict[str, Any] | None:
     if not text or METADATA_KEY not in text:
         return None
     try:
         payload = orjson.loads(text)[METADATA_KEY]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return None
+    return payload if isinstance(payload, dict) else None
+
+
+def state_from_metadata(text: str | None) -> TableState | None:
+    """Parse a commit's userMetadata; None when the commit is not one of ours."""
+    payload = _payload(text)
+    if payload is None:
+        return None
     return TableState(
         applied_ts=int(payload["applied_ts"]),
         ddl_ts=int(payload["ddl_ts"]),
         ddl_ids=frozenset(payload.get("ddl_ids", [])),
     )
+
+
+def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None:
+    """The table's version just before whatever it applied at or after ``commit_ts``: the newest of our
+    consistent commits whose state is below it (intermediate commits of a DDL are not consistent). A DDL
+    that reads another table (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION) reads it there, so a replay
+    after a crash reads the same image even when that table has moved on. None: no such version."""
+    if not delta_io.is_delta_table(spark, path):
+        return None
+    rows = delta_io.history(spark, path, HISTORY_DEPTH).select("version", "userMetadata").collect()
+    for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
+        payload = _payload(row["userMetadata"])
+        state = state_from_metadata(row["userMetadata"])
+        if payload is None or state is None or not payload.get("consistent", True):
+            continue
+        if state.ddl_ts < commit_ts and state.applied_ts < commit_ts:
+            return int(row["version"])
+    return None
 
 
 # Delta reads commit metadata and transaction ids from session confs, which every thread of a session

@@ -10,6 +10,10 @@ import pytest
 
 from ingest.decode.mysql_ddl import (
     AddColumn,
+    AddIndex,
+    DropIndex,
+    IndexDef,
+    RenameIndex,
     AlterDefault,
     AlterTable,
     CreateDatabase,
@@ -465,11 +469,11 @@ STATEMENTS: list[tuple[str, Any]] = [
     ("ALTER TABLE t DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin", options(T)),
     ("ALTER TABLE t ENGINE = InnoDB", options(T)),
     ("ALTER TABLE t ADD INDEX ia (a)", IndexChange(adds_unique=False)),
-    ("ALTER TABLE t ADD UNIQUE INDEX u (a)", IndexChange(adds_unique=True)),
+    ("ALTER TABLE t ADD UNIQUE INDEX u (a)", IndexChange(True, (AddIndex(IndexDef("u", ("a",))),))),
     ("ALTER TABLE t ADD FULLTEXT INDEX f (a)", IndexChange(adds_unique=False)),
     ("ALTER TABLE t ADD INDEX e ((lower(a)))", IndexChange(adds_unique=False)),
-    ("ALTER TABLE t DROP INDEX ia", IndexChange(adds_unique=False)),
-    ("ALTER TABLE t RENAME INDEX a TO b", IndexChange(adds_unique=False)),
+    ("ALTER TABLE t DROP INDEX ia", IndexChange(False, (DropIndex("ia"),))),
+    ("ALTER TABLE t RENAME INDEX a TO b", IndexChange(False, (RenameIndex("a", "b"),))),
     ("ALTER TABLE t ALTER INDEX a INVISIBLE", IndexChange(adds_unique=False)),
     (
         "ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES p (id) ON DELETE CASCADE",
@@ -505,9 +509,9 @@ STATEMENTS: list[tuple[str, Any]] = [
     ("DROP DATABASE d", DropDatabase("d")),
     ("DROP SCHEMA IF EXISTS d", DropDatabase("d")),
     ("CREATE INDEX i ON t (a)", IndexChange(adds_unique=False)),
-    ("CREATE UNIQUE INDEX u ON t (a, b)", IndexChange(adds_unique=True)),
+    ("CREATE UNIQUE INDEX u ON t (a, b)", IndexChange(True, (AddIndex(IndexDef("u", ("a", "b"))),))),
     ("CREATE INDEX e ON t ((lower(a)))", IndexChange(adds_unique=False)),
-    ("DROP INDEX i ON t", IndexChange(adds_unique=False)),
+    ("DROP INDEX i ON t", IndexChange(False, (DropIndex("i"),))),
 ]
 
 # (column type as written, its ColumnType, nullable, DEFAULT) in CREATE TABLE t (id INT PRIMARY KEY, c <type>).

@@ -121,7 +121,21 @@ def test_definitions_the_mirror_cannot_follow_are_recorded_with_the_reason(claus
             mp.AddPartitions((mp.PartitionDef("p3", bound="40"), mp.PartitionDef("p4", values=("-1",)))),
         ),
         ("ALTER TABLE pt REMOVE PARTITIONING", mp.Repartition(None)),
-        ("ALTER TABLE pt COALESCE PARTITION 2", mp.NoRowChange("COALESCE PARTITION", recounts=True)),
+        ("ALTER TABLE pt COALESCE PARTITION 2", mp.Recount(-2)),
+        ("ALTER TABLE `s`.`pt` ADD PARTITION PARTITIONS 3", mp.Recount(3)),
+        (
+            "ALTER TABLE `s`.`pt` EXCHANGE PARTITION `p1` WITH TABLE `s`.`nt`",
+            mp.ExchangePartition("p1", ("s", "nt")),
+        ),
+        (
+            "ALTER TABLE pt EXCHANGE PARTITION p1 WITH TABLE nt WITHOUT VALIDATION",
+            mp.ExchangePartition("p1", ("nt",)),
+        ),
+        (
+            "ALTER TABLE `s`.`pt` REORGANIZE PARTITION `p3`,`pmax` INTO (PARTITION `p3a` VALUES LESS THAN (500), "
+            "PARTITION `pmax2` VALUES LESS THAN (MAXVALUE))",
+            mp.Reorganize(("p3", "pmax"), (mp.PartitionDef("p3a", bound="500"), mp.PartitionDef("pmax2"))),
+        ),
     ],
 )
 def test_partition_ddl_forms(sql, action):
@@ -206,9 +220,6 @@ def test_add_partition_extends_the_definition_once():
          "ALTER TABLE pt DROP PARTITION p0", "does not apply to HASH"),
         (Partitioning("range", "id", "integer", (Partition("p0", "1"),)),
          "ALTER TABLE pt TRUNCATE PARTITION p9", "no partition p9"),
-        (None, "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE s.other", "cannot see"),
-        (None, "ALTER TABLE pt REORGANIZE PARTITION p0 INTO (PARTITION a VALUES LESS THAN (5))",
-         "REORGANIZE"),
         (None, "ALTER TABLE pt TRUNCATE PARTITION p0, ADD COLUMN c int", "cannot apply"),
     ],
 )  # fmt: skip
@@ -235,5 +246,15 @@ def test_hash_partitions_hold_the_absolute_remainder_and_the_first_one_null():
         4,
         2**31 - 1,
     ]
+    # COALESCE and ADD PARTITIONS move rows between the partitions, which TiDB numbers p0 … p<n-1> again.
     (change,) = plan("ALTER TABLE pt COALESCE PARTITION 1", definition)
-    assert isinstance(change, SetPartitioning) and change.partitioning.method == "unsupported"
+    assert isinstance(change, SetPartitioning)
+    assert [p.name for p in change.partitioning.partitions] == ["p0", "p1"]
+    assert [v for v in values if holds(partitions.rows_of(change.partitioning, ("p0",)), v)] == [
+        None,
+        -4,
+        0,
+        4,
+    ]
+    (more,) = plan("ALTER TABLE pt ADD PARTITION PARTITIONS 3", change.partitioning)
+    assert [p.name for p in more.partitioning.partitions] == ["p0", "p1", "p2", "p3", "p4"]

@@ -91,7 +91,8 @@ def test_rename_retires_the_source_and_copies_into_the_target():
     d = TableId("shop", "d")
     assert affected_tables(rename, []) == [T, d]
     assert plan_schema_changes(rename, ["id"], table=T) == [Retire(T, "renamed to shop.d", keep_rows=True)]
-    assert plan_schema_changes(rename, None, table=d) == [CopyFrom(d, T)]
+    # The target copies the source as it was just before the RENAME's commitTs.
+    assert plan_schema_changes(rename, None, table=d) == [CopyFrom(d, T, rename.commit_ts)]
 
 
 def test_drop_table_follows_the_policy_and_drop_database_reaches_every_known_table():
@@ -169,7 +170,7 @@ def test_create_table_like_and_unknown_ddl_is_marked_skippable():
     like = event("CREATE TABLE `shop`.`d` LIKE `shop`.`c`")
     d = TableId("shop", "d")
     assert affected_tables(like, []) == [T, d]
-    assert plan_schema_changes(like, None, table=d) == [CreateLike(d, T)]
+    assert plan_schema_changes(like, None, table=d) == [CreateLike(d, T, like.commit_ts)]
     assert isinstance(plan_schema_changes(like, ["id"], table=T)[0], RecordOnly)
     (unknown,) = plan_schema_changes(event("ALTER TABLE c ALTER CHECK chk NOT ENFORCED"), ["id"])
     assert isinstance(unknown, Reject) and unknown.unknown
