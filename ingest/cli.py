@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ingest import parameters
 from ingest.config import IngestConfig, SourceKind
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError, TablesStopped
 from ingest.model import TableId, tso_to_datetime
 from ingest.parameters import params_from_toml
 
@@ -210,6 +210,10 @@ def _backfill_arguments(arguments: list[str]) -> list[str]:
     return [mode, *rest]
 
 
+# Some tables stopped before a DDL the mirror does not apply; every other table was applied.
+STOPPED_EXIT_CODE = 3
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -277,7 +281,7 @@ def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def _run(config: IngestConfig, show_progress: bool = False, remote: str | None = None) -> int:
-    from ingest.pipeline import run_files
+    from ingest.pipeline import BatchResult, run_files
     from ingest.spark import get_session
 
     logger.info("config: %s", _redacted(config))
@@ -292,11 +296,20 @@ def _run(config: IngestConfig, show_progress: bool = False, remote: str | None =
         def progress_line(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
 
-        results = [run_files(spark, config, progress_line if show_progress else None)]
+        try:
+            results = [run_files(spark, config, progress_line if show_progress else None)]
+        except TablesStopped as exc:
+            assert isinstance(exc.result, BatchResult)
+            results = [exc.result]
     for result in results:
         print(result.describe())
         for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
             print("  " + report.describe())
+    stopped = [r for r in results[-1].tables.values() if r.stopped] if results else []
+    if stopped:
+        for report in stopped:
+            print(f"error: {report.stopped}", file=sys.stderr)
+        return STOPPED_EXIT_CODE
     return 0
 
 

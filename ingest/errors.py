@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ingest.model import Position
+    from ingest.model import Position, TableId
 
 
 class IngestError(Exception):
@@ -33,7 +33,31 @@ class DecodeError(IngestError):
 
 
 class SchemaChangeRejected(IngestError):
-    """A DDL needs a change we do not apply automatically; the run stops before progress moves."""
+    """A DDL needs a change we do not apply automatically; the run stops before progress moves.
+
+    With ``table`` and ``commit_ts`` (a DDL refused on one table), only the tables that DDL touches stop,
+    just below it, and the rest of the batch goes on (see :class:`TablesStopped`).
+    """
+
+    def __init__(self, message: str, *, table: TableId | None = None, commit_ts: int | None = None) -> None:
+        super().__init__(message)
+        self.table, self.commit_ts = table, commit_ts
+
+
+class TablesStopped(IngestError):
+    """Some tables stopped just below a DDL the mirror refuses; every other table was applied and progress
+    moved, and the stopped tables' later changes wait in the buffer until the DDL can be applied.
+
+    ``result`` is the batch's result; ``stopped`` maps each stopped table to its error.
+    """
+
+    def __init__(self, stopped: Mapping[TableId, SchemaChangeRejected], result: object) -> None:
+        lines = "; ".join(str(exc) for exc in stopped.values())
+        super().__init__(
+            f"{len(stopped)} table(s) stopped before a DDL the mirror does not apply (every other table was "
+            f"applied and progress moved; their later changes wait in the buffer): {lines}"
+        )
+        self.stopped, self.result = dict(stopped), result
 
 
 class OrderingError(IngestError):

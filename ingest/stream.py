@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ingest.config import IngestConfig, Trigger
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError, TablesStopped
 from ingest.pipeline import BatchResult, process_batch
 from ingest.source import at_or_after
 from ingest.source import kafka as kafka_source
@@ -207,7 +207,14 @@ def _process_kafka_batch(batch: DataFrame, batch_id: int, config: IngestConfig) 
             # Spark replays a batch whose foreachBatch ended but whose commit did not reach the checkpoint.
             logger.info("batch %d: every record was applied by an earlier run; nothing to do", batch_id)
             return None
-        result = process_batch(spark, messages.where(at_or_after(committed.resume)), config, committed)
+        try:
+            result = process_batch(spark, messages.where(at_or_after(committed.resume)), config, committed)
+        except TablesStopped as exc:
+            # Everything else of the batch was applied and its progress committed; a long-running mirror
+            # keeps the other tables current, and says in every batch which tables wait.
+            logger.error("batch %d: %s", batch_id, exc)
+            assert isinstance(exc.result, BatchResult)
+            result = exc.result
     finally:
         messages.unpersist()
     result.batch_id = batch_id

@@ -113,8 +113,9 @@ def apply_ddl(
             run_id=run_id,
         )
         return SchemaChangeRejected(
-            f"{table}: {reason}; stream stopped before {ddl.position} (commitTs {ddl.commit_ts}), "
-            "progress not moved"
+            f"{table}: {reason}; the table stopped before {ddl.position} (commitTs {ddl.commit_ts})",
+            table=table,
+            commit_ts=ddl.commit_ts,
         )
 
     skipped = ""

@@ -24,6 +24,8 @@ class TableReport:
     # Set when the table stopped just below rows that do not convert, until the batch knows it will not
     # fail on max-bad-ratio: the commit_ts up to which its unconvertible rows are already quarantined.
     held_through: int | None = None
+    # Set when the table stopped just below a DDL the mirror refuses: why (the DDL history has the rest).
+    stopped: str | None = None
 
     def absorb(self, later: TableReport) -> None:
         """Add what a second pass over the same table did."""
@@ -33,6 +35,7 @@ class TableReport:
         self.quarantined += later.quarantined
         self.applied_ts = later.applied_ts
         self.held_through = later.held_through
+        self.stopped = later.stopped or self.stopped
 
     def describe(self) -> str:
         applied = (
@@ -40,9 +43,10 @@ class TableReport:
             if self.applied_ts
             else "nothing applied yet"
         )
+        stopped = f"; STOPPED: {self.stopped}" if self.stopped else ""
         return (
             f"{self.table}: {self.upserted} upserted, {self.deleted} deleted, {len(self.ddls)} DDL applied, "
-            f"{self.quarantined} quarantined, {self.pending} pending above G; {applied}"
+            f"{self.quarantined} quarantined, {self.pending} pending above G; {applied}{stopped}"
         )
 
 
@@ -121,6 +125,7 @@ class BatchResult:
                     "pending": r.pending,
                     "applied_ts": r.applied_ts,
                     "held_through": r.held_through,
+                    "stopped": r.stopped,
                 }
                 for _, r in sorted(self.tables.items())
             ],
@@ -143,6 +148,7 @@ class BatchResult:
                 pending=int(item["pending"]),
                 applied_ts=int(item["applied_ts"]),
                 held_through=None if item["held_through"] is None else int(item["held_through"]),
+                stopped=item.get("stopped"),
             )
         return cls(
             run_id=int(payload["run_id"]),

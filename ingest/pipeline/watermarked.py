@@ -18,6 +18,7 @@ from ingest import order
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
 from ingest.decode.codec import Codec, Decoded, TypesFrom
+from ingest.errors import SchemaChangeRejected, TablesStopped
 from ingest.model import (
     DdlEvent,
     PartitionId,
@@ -171,28 +172,49 @@ def _process(
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
 
+    # A DDL refused on a table stops that table (and the tables it ties it to) just below the DDL; the rest
+    # of the batch goes on, and the stopped tables' later changes wait in the buffer.
+    stopped: dict[TableId, SchemaChangeRejected] = {}
+
     def apply(
         table: TableId, held_through: int | None, bound: int = g, renames: RenameGroups = None
-    ) -> TableReport:
-        report, states[table] = _apply_table(
-            spark,
-            config,
-            table,
-            dml,
-            signatures,
-            by_table.get(table, []),
-            min(bound, bounds.get(table, g)),
-            committed,
-            run_id,
-            schemas,
-            held_through,
-            renames or {},
-        )
+    ) -> TableReport | None:
+        if table in stopped:
+            return None
+        try:
+            report, states[table] = _apply_table(
+                spark,
+                config,
+                table,
+                dml,
+                signatures,
+                by_table.get(table, []),
+                min(bound, bounds.get(table, g)),
+                committed,
+                run_id,
+                schemas,
+                held_through,
+                renames or {},
+            )
+        except SchemaChangeRejected as exc:
+            if exc.commit_ts is None:
+                raise
+            stop(table, exc, exc.commit_ts)
+            return None
         if table in reports:
             reports[table].absorb(report)
         else:
             reports[table] = report
         return report
+
+    def stop(table: TableId, exc: SchemaChangeRejected, commit_ts: int) -> None:
+        stopped[table] = exc
+        bounds[table] = min(bounds.get(table, g), commit_ts - 1)
+        report = reports.setdefault(
+            table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts)
+        )
+        report.stopped = str(exc)
+        logger.error("run %d: %s", run_id, exc)
 
     # First pass: a table whose rows do not all convert stops just below the first that does not, for the
     # batch may yet fail on max-bad-ratio, and a re-run after the fix must find those rows unapplied. Only
@@ -204,19 +226,27 @@ def _process(
     def held(table: TableId, first: bool) -> int | None:
         return None if first else (reports[table].held_through if table in reports else 0) or 0
 
+    def held_below(report: TableReport | None, first: bool) -> bool:
+        return first and report is not None and report.held_through is not None
+
     def apply_group(group: _TiedGroup, first: bool) -> bool:
         """The group's rounds; False when a table stopped below rows that do not convert (first pass)."""
         for stamp in group.stamps:
             for table in group.tables:
-                if apply(table, held(table, first), stamp - 1).held_through is not None and first:
+                if held_below(apply(table, held(table, first), stamp - 1), first):
                     return False
+            blocked = [t for t in group.tables if t in stopped]
+            if blocked:
+                # A DDL of this round reads tables across the group; with one of them stopped below an
+                # earlier DDL, what it would read is not upstream's. The whole group stops here.
+                for table in group.tables:
+                    if table not in stopped:
+                        stop(table, _tied_stop(table, blocked, stopped, stamp), stamp)
+                return True
             renames = _rename_groups(spark, config, group.ddls, stamp)
             for table in group.tables:
                 apply(table, held(table, first), stamp, renames)
-        for table in group.tables:
-            if apply(table, held(table, first)).held_through is not None and first:
-                return False
-        return True
+        return all(not held_below(apply(table, held(table, first)), first) for table in group.tables)
 
     def first_pass(unit: TableId | _TiedGroup) -> None:
         members = unit.tables if isinstance(unit, _TiedGroup) else (unit,)
@@ -225,7 +255,7 @@ def _process(
         complete = (
             apply_group(unit, True)
             if isinstance(unit, _TiedGroup)
-            else apply(unit, None).held_through is None
+            else not held_below(apply(unit, None), True)
         )
         if not complete:
             deferred.extend(members)
@@ -290,6 +320,8 @@ def _process(
     for report in reports.values():
         logger.info("run %d: %s", run_id, report.describe())
     logger.info("%s", result.describe())
+    if stopped:
+        raise TablesStopped(stopped, result)
     return result
 
 
@@ -518,6 +550,18 @@ def _tied_groups(ddls: list[DdlEvent], known: set[TableId], g: int) -> list[_Tie
         mine = tuple(d for d, affected in links if root(affected[0]) == top)
         groups.append(_TiedGroup(tuple(sorted(tables)), tuple(sorted({d.commit_ts for d in mine})), mine))
     return groups
+
+
+def _tied_stop(
+    table: TableId, blocked: list[TableId], stopped: Mapping[TableId, SchemaChangeRejected], stamp: int
+) -> SchemaChangeRejected:
+    causes = "; ".join(f"{t} ({stopped[t]})" for t in blocked)
+    return SchemaChangeRejected(
+        f"{table}: stopped before commitTs {stamp}, where a DDL reads across tables, because a table it "
+        f"reads stopped before it: {causes}",
+        table=table,
+        commit_ts=stamp,
+    )
 
 
 def _rename_groups(
