@@ -308,11 +308,6 @@ class IngestConfig:
             and self.protocol is not Protocol.CANAL_JSON
         ):
             raise ConfigError("missing-extension applies to --protocol canal-json only; remove it")
-        if self.column_defaults and not avro:
-            raise ConfigError(
-                "column-defaults applies to --protocol avro only (the other protocols carry every DEFAULT "
-                "in their DDL); remove it or set the protocol"
-            )
         if self.schema_registry_timeout <= 0:
             raise ConfigError(
                 "schema-registry-timeout must be a positive number of seconds, "

@@ -97,6 +97,7 @@ def apply_ddl(
         exchange=_exchange_sides(spark, config, ddl),
         rename_group=rename_group,
         first_of_group=first_of_group,
+        given_defaults=config.column_defaults.get(table),
     )
     schema_before = info.schema.simpleString() if info else None
 

@@ -389,6 +389,7 @@ def plan_schema_changes(
     exchange: ExchangeSides | None = None,
     rename_group: RenameGroup | None = None,
     first_of_group: bool = True,
+    given_defaults: Mapping[str, str] | None = None,
 ) -> list[SchemaChange]:
     """What a DDL means for one table it affects (``table``, by default the DDL's own).
 
@@ -398,9 +399,11 @@ def plan_schema_changes(
     indexes; ``column_types`` the upstream types of its columns, where known. ``exchange``: both tables of
     an EXCHANGE PARTITION as they were before it. ``rename_group``: every pair of the RENAME statement this
     DDL is one event of; the table gets its end result with the first of those events that names it
-    (``first_of_group``), the others only record.
+    (``first_of_group``), the others only record. ``given_defaults``: the ``column-defaults`` the user gave
+    for this table's columns.
     """
     table = table or ddl.table
+    given_defaults = given_defaults or {}
     statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
     if isinstance(statement, mysql_ddl.CreateDatabase):
         return [RecordOnly(f"CREATE DATABASE {statement.schema}: databases are directories")]
@@ -495,7 +498,7 @@ def plan_schema_changes(
             if isinstance(action, mysql_ddl.AlterDefault):
                 alter.append(RecordOnly(f"DEFAULT of {action.name} changes future inserts only"))
                 continue
-            backfill = _backfill_value(action.column)
+            backfill = _backfill_value(action.column, given_defaults.get(action.column.name))
             if isinstance(backfill, Reject):
                 return [backfill]
             alter.append(AddColumn(statement.table, action.column, action.first, action.after, backfill))
@@ -667,18 +670,23 @@ def _plan_partition_ddl(
     return [DeletePartitionRows(table, names, partitions.rows_of(current, names), after)]
 
 
-def _backfill_value(column: Column) -> str | Reject | None:
-    """The value existing rows read upstream after ADD COLUMN, as wire text (None: SQL NULL)."""
+def _backfill_value(column: Column, given: str | None = None) -> str | Reject | None:
+    """The value existing rows read upstream after ADD COLUMN, as wire text (None: SQL NULL); ``given``:
+    the value the user says they read (``column-defaults``), for a DEFAULT that is not a literal."""
     kind = column.type.kind
     if column.has_default:
         if column.default is None:
             return None
         literal = literal_wire_text(column.default, column.type)
+        if literal is None and given is not None:
+            return given
         if literal is None:
             return Reject(
-                f"ADD COLUMN {column.name} DEFAULT {column.default}: the value existing rows get upstream "
-                "is not a literal, so it cannot be computed here; to go on, load the table again from a "
-                "Dumpling export taken after the DDL (ticdc-ingest load --force)"
+                f"ADD COLUMN {column.name} DEFAULT {column.default}: the value existing rows read upstream "
+                "is the moment the DDL ran (or an expression's), which no protocol carries; to go on, give "
+                f"it as TiDB shows it for rows older than the DDL (--column-defaults "
+                f"<database>.<table>.{column.name}=<value>), or load the table again from a Dumpling export "
+                "taken after the DDL (ticdc-ingest load --force)"
             )
         return literal
     if column.nullable:

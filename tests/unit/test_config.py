@@ -119,7 +119,6 @@ def test_column_defaults_and_types_are_read_per_table_and_column():
         ({"column-types": "shop.items=decimal(20,6)"}, "expected 'database.table.column=value'"),
         ({"column-types": "shop.items.price=varchar(3)"}, "must be a DECIMAL with a precision"),
         ({"column-types": "shop.items.price=decimal"}, "must be a DECIMAL with a precision"),
-        ({"column-defaults": "shop.items.price=1"}, "column-defaults applies to --protocol avro only"),
     ],
 )
 def test_bad_column_settings_fail_with_what_to_change(params, message):

@@ -109,8 +109,8 @@ def test_default_literals_are_one_canonical_spelling():
     ("sql", "name"),
     [
         (
-            "CREATE ALGORITHM = UNDEFINED DEFINER = CURRENT_USER SQL SECURITY DEFINER VIEW `app`.`v_orders` AS "
-            "SELECT `id`,`amount` FROM `app`.`orders` WHERE `amount`>1",
+            "CREATE ALGORITHM = UNDEFINED DEFINER = CURRENT_USER SQL SECURITY DEFINER VIEW `app`.`v_orders` "
+            "AS SELECT `id`,`amount` FROM `app`.`orders` WHERE `amount`>1",
             TableId("app", "v_orders"),
         ),
         (

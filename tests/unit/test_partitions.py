@@ -132,8 +132,8 @@ def test_definitions_the_mirror_cannot_follow_are_recorded_with_the_reason(claus
             mp.ExchangePartition("p1", ("nt",)),
         ),
         (
-            "ALTER TABLE `s`.`pt` REORGANIZE PARTITION `p3`,`pmax` INTO (PARTITION `p3a` VALUES LESS THAN (500), "
-            "PARTITION `pmax2` VALUES LESS THAN (MAXVALUE))",
+            "ALTER TABLE `s`.`pt` REORGANIZE PARTITION `p3`,`pmax` INTO "
+            "(PARTITION `p3a` VALUES LESS THAN (500), PARTITION `pmax2` VALUES LESS THAN (MAXVALUE))",
             mp.Reorganize(("p3", "pmax"), (mp.PartitionDef("p3a", bound="500"), mp.PartitionDef("pmax2"))),
         ),
     ],

@@ -153,3 +153,28 @@ def test_compression_round_trips_and_rejects_plain_bytes(compression):
     assert decompress(compress(value, compression), compression) == value
     with pytest.raises(ValueError, match=f"not {compression.value}-compressed"):
         decompress(b"{plain json}", compression)
+
+
+def test_a_default_that_is_not_utf8_reads_in_the_avro_flavour_as_in_the_json_one():
+    """TiCDC's Simple Avro encoder puts ``VARBINARY … DEFAULT x'00ff'`` into an Avro string as raw bytes;
+    its JSON encoder writes U+FFFD for the 0xFF. Both variants of the columns corpus carry the same
+    table schemas, so the messages that carry that default must read the same."""
+    import base64
+    from pathlib import Path
+
+    corpus = Path(__file__).parent.parent / "fixtures" / "corpora" / "columns"
+
+    def values(variant: str) -> list[bytes]:
+        lines = (corpus / variant / "records.jsonl").read_text().splitlines()
+        return [base64.b64decode(orjson.loads(line)["value"]) for line in lines]
+
+    schema = sp.avro_schema()
+    compared = 0
+    for json_value, avro_value in zip(values("simple-json"), values("simple-avro"), strict=True):
+        want, got = orjson.loads(json_value), orjson.loads(sp.avro_to_json(avro_value, schema))
+        for column in (want.get("tableSchema") or {}).get("columns", []):
+            if column["name"] == "vb":
+                (vb,) = [c for c in got["tableSchema"]["columns"] if c["name"] == "vb"]
+                assert vb["default"] == column["default"] == "\x00\ufffd"
+                compared += 1
+    assert compared > 0

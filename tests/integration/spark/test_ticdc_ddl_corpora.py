@@ -1,54 +1,144 @@
 """Corpora TiCDC v8.3.0's own code wrote for DDL histories of ours (tests/fixtures/corpora): every DDL form
-TiDB documents, as the owner rewrites it, through Canal-JSON, Simple JSON and Simple Avro. Every cell of
+TiDB documents, as TiCDC's owner rewrites it, through Canal-JSON, Simple JSON and Simple Avro. Every cell of
 every table equals what TiDB returned to SELECT at the end, and no table that is gone upstream (dropped,
-renamed away, a view, a table TiCDC does not replicate) is a live table in the mirror."""
+renamed away, a view, a table TiCDC does not replicate) is a live table in the mirror. The refusals corpus
+holds DDLs the mirror does not apply: they stop exactly the tables they touch, and nothing else."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
+from ingest.errors import TablesStopped
 from ingest.pipeline import run_files
+from ingest.state import ddl_history
+from ingest.state.table_state import read_table_state
 
 VARIANTS = {
     "canal-json": {},
     "simple-json": {"protocol": "simple"},
     "simple-avro": {"protocol": "simple", "simple-encoding": "avro"},
 }
+LANDING = sorted(name for name in CORPORA if name != "refusals")
 
 
-def mirror(spark, corpus: str, variant: str, lake):
-    config = IngestConfig.from_params(
-        {
-            "input": str(CORPORA[corpus] / variant / "records.jsonl"),
-            "target-path": str(lake),
-            **VARIANTS[variant],
-        }
+def config_for(corpus: str, variant: str, lake, **params: str) -> IngestConfig:
+    records = CORPORA[corpus] / variant / "records.jsonl"
+    return IngestConfig.from_params(
+        {"input": str(records), "target-path": str(lake), **VARIANTS[variant], **params}
     )
-    return config, run_files(spark, config)
+
+
+def mirrored(spark, config: IngestConfig, name: str) -> list[dict] | None:
+    database, table = name.split(".")
+    path = config.table_path(database, table)
+    if not apply_schema.table_exists(spark, path):
+        return None
+    return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
+
+
+def problems_with(spark, config: IngestConfig, corpus: str, names) -> dict[str, list[str]]:
+    """Every table of ``names`` that differs from what TiDB returned (or is missing)."""
+    problems = {}
+    for name in names:
+        rows = mirrored(spark, config, name)
+        found = (
+            ["missing table"] if rows is None else differences(expected_tables(CORPORA[corpus])[name], rows)
+        )
+        if found:
+            problems[name] = found
+    return problems
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("corpus", sorted(CORPORA))
+@pytest.mark.parametrize("corpus", LANDING)
 def test_every_cell_lands_and_nothing_gone_stays_live(spark, tmp_path, corpus, variant):
-    lake = tmp_path / "lake"
-    config, result = mirror(spark, corpus, variant, lake)
+    config = config_for(corpus, variant, tmp_path / "lake")
+    result = run_files(spark, config)
     assert result.quarantined == 0
-    problems = {}
-    for name, expected in expected_tables(CORPORA[corpus]).items():
-        database, table = name.split(".")
-        path = config.table_path(database, table)
-        if not apply_schema.table_exists(spark, path):
-            problems[name] = ["missing table"]
-            continue
-        rows = [r.asDict() for r in spark.read.format("delta").load(path).collect()]
-        if differences(expected, rows):
-            problems[name] = differences(expected, rows)
+    problems = problems_with(spark, config, corpus, expected_tables(CORPORA[corpus]))
     for name in expected_gone(CORPORA[corpus]):
         database, table = name.split(".")
         path = config.table_path(database, table)
         if apply_schema.table_exists(spark, path) and not apply_schema.table_info(spark, path).retired:
             problems[name] = ["gone upstream, live in the mirror"]
     assert problems == {}
+    # Views hold no rows: nothing of theirs is in the lake.
+    for name in expected_gone(CORPORA[corpus]):
+        if name.startswith("app.v"):
+            assert mirrored(spark, config, name) is None, name
+
+
+REFUSED = {
+    "ref.r_now": "DEFAULT CURRENT_TIMESTAMP()",  # rows older than the DDL read when it ran
+    "ref.r_pk": "no longer replicates it",  # DROP PRIMARY KEY left no NOT NULL unique key
+    "ref.r_narrow": "under type-change policy",  # INT -> VARCHAR is no widening
+    "ref.k": "PARTITION BY KEY",  # EXCHANGE of a KEY partition: TiDB's hash says which rows
+    "ref.k_nt": "PARTITION BY KEY",
+}
+# Upstream just before each refused DDL, as the history script wrote it.
+BEFORE = {
+    "ref.r_now": {(1, 1), (2, 2)},
+    "ref.r_pk": {(1, 1), (2, 2)},
+    "ref.r_narrow": {(1, 10), (2, 20)},
+    "ref.k": {(1, 1), (2, 2), (3, 3), (4, 4)},
+    "ref.k_nt": {(100, 100)},
+}
+
+
+def refused_at(spark, config: IngestConfig) -> dict[str, int]:
+    rows = ddl_history.read(spark, config.state_path).where("action = 'rejected'").collect()
+    return {r["table"]: int(r["commit_ts"]) for r in rows}
+
+
+@pytest.mark.parametrize("variant", ["canal-json", "simple-json"])
+def test_a_refused_ddl_stops_only_the_tables_it_touches_until_the_configuration_lets_it_land(
+    spark, tmp_path, variant
+):
+    lake = tmp_path / "lake"
+    config = config_for("refusals", variant, lake)
+    with pytest.raises(TablesStopped) as stopped:
+        run_files(spark, config)
+    assert {str(t): str(e) for t, e in stopped.value.stopped.items()}.keys() == REFUSED.keys()
+    for table, exc in stopped.value.stopped.items():
+        assert REFUSED[str(table)] in str(exc), exc
+    # Every other table lands whole, with its rows and DDLs after the refused ones.
+    assert problems_with(spark, config, "refusals", ["ref.ok", "ref.ok2"]) == {}
+    # Each stopped table is upstream as it was just before its refused DDL, and says so.
+    at = refused_at(spark, config)
+    for name, rows in BEFORE.items():
+        assert {tuple(r[c] for c in ("id", *[k for k in r if k not in ("id", "_tidb_commit_ts")]))
+                for r in mirrored(spark, config, name)} == rows, name  # fmt: skip
+        state = read_table_state(spark, config.table_path(*name.split(".")))
+        assert state is not None and state.applied_ts < at[name], name
+
+    # With the policy and the value upstream shows for older rows, two of them land; the rest still wait.
+    fixed = config_for(
+        "refusals",
+        variant,
+        lake,
+        **{"type-change": "rewrite", "column-defaults": "ref.r_now.created=2026-05-01 00:01:00"},
+    )
+    with pytest.raises(TablesStopped) as again:
+        run_files(spark, fixed)
+    assert {str(t) for t in again.value.stopped} == {"ref.r_pk", "ref.k", "ref.k_nt"}
+    assert problems_with(spark, fixed, "refusals", ["ref.ok", "ref.ok2", "ref.r_now", "ref.r_narrow"]) == {}
+    expected = json.loads((CORPORA["refusals"] / "expected.json").read_text())
+    assert "ref.r_pk" in expected["ineligible"]
+
+
+def test_run_exits_3_when_tables_stopped_after_committing_the_others(spark, tmp_path, capsys):
+    from ingest.cli import main
+
+    lake = tmp_path / "lake"
+    records = CORPORA["refusals"] / "canal-json" / "records.jsonl"
+    assert main(["run", f"--input={records}", f"--target-path={lake}"]) == 3
+    out, err = capsys.readouterr()
+    assert "ref.ok2: " in out and "STOPPED" in out
+    assert err.count("error: ref.") == len(REFUSED)
+    config = config_for("refusals", "canal-json", lake)
+    assert problems_with(spark, config, "refusals", ["ref.ok", "ref.ok2"]) == {}
