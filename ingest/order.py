@@ -6,7 +6,8 @@ feeds it the few control events of a batch and gets back what to apply, in which
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ingest.model import DdlEvent, PartitionId, TableId, TableState, Watermark
@@ -109,3 +110,17 @@ def plan_table_steps(
     if has_rows and bound > 0 and (bound > low or (inclusive and bound == low)):
         steps.append(Segment(table, low, bound, inclusive))
     return steps
+
+
+def drop_empty_segments(steps: Sequence[Step], row_stamps: Sequence[int]) -> list[Step]:
+    """The steps without segments that no row falls into (``row_stamps``: the sorted commit_ts of the
+    table's rows). A DDL-heavy stretch cuts a table into many segments between few transactions; an empty
+    one would cost a MERGE of nothing and a commit. Skipping it moves no A_T: the next step does."""
+    kept: list[Step] = []
+    for step in steps:
+        if isinstance(step, Segment):
+            first = bisect_left(row_stamps, step.first_ts)
+            if first == len(row_stamps) or row_stamps[first] > step.high:
+                continue
+        kept.append(step)
+    return kept

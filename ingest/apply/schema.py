@@ -180,8 +180,18 @@ def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
     spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION {sql_string(path)}")
 
 
-def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone: str, metadata: str) -> None:
-    """ALTER TABLE ADD COLUMNS (if absent), then give existing rows the value upstream reads for them."""
+def add_column(
+    spark: SparkSession,
+    path: str,
+    change: plan.AddColumn,
+    timezone: str,
+    metadata: str,
+    *,
+    keep_default: bool = True,
+) -> None:
+    """ALTER TABLE ADD COLUMNS (if absent), then give existing rows the value upstream reads for them;
+    ``keep_default``: also record it for rows that arrive later yet were written before the ADD (offset
+    order, see :func:`column_defaults`)."""
     data_type = convert.spark_type(change.column.type)
     position = "FIRST" if change.first else (delta_io.after(change.after) if change.after else "")
     exists = change.column.name in table_info(spark, path).columns
@@ -194,9 +204,10 @@ def add_column(spark: SparkSession, path: str, change: plan.AddColumn, timezone:
         if change.backfill is not None:
             value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
             delta_io.update(spark, path, {change.column.name: delta_io.sql_value(spark, value, data_type)})
-            _set_column_defaults(
-                spark, path, {**column_defaults(spark, path), change.column.name: change.backfill}
-            )
+            if keep_default:
+                _set_column_defaults(
+                    spark, path, {**column_defaults(spark, path), change.column.name: change.backfill}
+                )
 
 
 def column_defaults(spark: SparkSession, path: str) -> dict[str, str]:

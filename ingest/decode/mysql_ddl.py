@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -249,8 +250,12 @@ _QUALIFIED = rf"({_NAME}(?:\s*\.\s*{_NAME})?)"
 _RENAME_PAIR = re.compile(rf"\s*{_QUALIFIED}\s+TO\s+{_QUALIFIED}\s*(?:,|$)", re.IGNORECASE)
 
 
+@lru_cache(maxsize=4096)
 def parse_ddl(sql: str, default_schema: str) -> Statement:
-    """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
+    """Parse one DDL statement; unqualified names resolve against ``default_schema``.
+
+    Cached: each stage asks what a DDL means (which tables it touches, whether it reads across tables,
+    its plan per table), and a statement is immutable."""
     normalized = normalize(sql)
     sql = normalized.sql
     non_data = _non_data_object(sql, default_schema)

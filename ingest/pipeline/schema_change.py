@@ -88,7 +88,9 @@ _Handler = Callable[[SparkSession, IngestConfig, str, Any, str], "str | None"]
 _HANDLERS: dict[type, _Handler] = {
     plan.CreateTable: _create,
     plan.CreateTableReplacing: _create,
-    plan.AddColumn: lambda s, c, p, ch, m: apply_schema.add_column(s, p, ch, c.timezone, m),
+    plan.AddColumn: lambda s, c, p, ch, m: apply_schema.add_column(
+        s, p, ch, c.timezone, m, keep_default=c.codec.offset_order
+    ),
     plan.DropColumn: lambda s, c, p, ch, m: apply_schema.drop_column(s, p, ch.name, m),
     plan.RenameColumn: lambda s, c, p, ch, m: apply_schema.rename_column(s, p, ch.old, ch.new, m),
     plan.ChangeType: _change_type,

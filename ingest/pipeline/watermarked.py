@@ -168,6 +168,7 @@ def _process(
     # they were just before it), and so on; the other tables go on their own, several at once.
     groups = _tied_groups(ddls, known, g)
     tied = {t for group in groups for t in group.tables}
+    stamps = _row_stamps(dml, [t for t in by_table if any(s.table == t for s in signatures)])
 
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
@@ -195,6 +196,7 @@ def _process(
                 schemas,
                 held_through,
                 renames or {},
+                stamps.get(table),
             )
         except SchemaChangeRejected as exc:
             if exc.commit_ts is None:
@@ -438,12 +440,14 @@ def _apply_table(
     schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     held_through: int | None = None,
     renames: Mapping[int, RenameGroup] | None = None,
+    row_stamps: list[int] | None = None,
 ) -> tuple[TableReport, TableState]:
     """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
 
     ``held_through`` None: the first pass, which stops the table just below rows that do not convert
     (the report says so). Otherwise the second pass, past such rows, whose bad rows up to that commit_ts
-    are already quarantined.
+    are already quarantined. ``row_stamps``: the sorted commit_ts of the table's rows in the batch, where
+    known; segments between DDLs that hold none are skipped.
     """
     path = config.table_path(table.schema, table.table)
     state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
@@ -462,24 +466,28 @@ def _apply_table(
     has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= g for s in mine)
     report = TableReport(table, applied_ts=state.applied_ts)
     grouped: set[int] = set()
-    for step in order.plan_table_steps(table, state, admitted, g, has_rows):
+    steps = order.plan_table_steps(table, state, admitted, g, has_rows)
+    if row_stamps is not None:
+        steps = order.drop_empty_segments(steps, row_stamps)
+    for step in steps:
         if isinstance(step, order.DdlStep):
             group = (renames or {}).get(step.ddl.commit_ts)
             first = group is None or step.ddl.commit_ts not in grouped
             if group is not None:
                 grouped.add(step.ddl.commit_ts)
-            with table_state.exclusive_write():  # its DDL history and schema writes set no confs of their own
-                state = apply_ddl(
-                    spark,
-                    config,
-                    table,
-                    path,
-                    step.ddl,
-                    state,
-                    run_id,
-                    rename_group=group,
-                    first_of_group=first,
-                )
+            # Every write of a DDL takes the session's write turn itself (committing, exclusive_write), so
+            # DDLs of tables applied side by side overlap in their reads and plans.
+            state = apply_ddl(
+                spark,
+                config,
+                table,
+                path,
+                step.ddl,
+                state,
+                run_id,
+                rename_group=group,
+                first_of_group=first,
+            )
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
@@ -550,6 +558,22 @@ def _tied_groups(ddls: list[DdlEvent], known: set[TableId], g: int) -> list[_Tie
         mine = tuple(d for d, affected in links if root(affected[0]) == top)
         groups.append(_TiedGroup(tuple(sorted(tables)), tuple(sorted({d.commit_ts for d in mine})), mine))
     return groups
+
+
+def _row_stamps(dml: DataFrame, tables: list[TableId]) -> dict[TableId, list[int]]:
+    """The sorted commit_ts of each table's rows, for tables with DDLs in the batch (one Spark job)."""
+    if not tables:
+        return {}
+    wanted = F.lit(False)
+    for table in tables:
+        wanted = wanted | ((F.col("database") == table.schema) & (F.col("table") == table.table))
+    rows = (
+        dml.where(wanted)
+        .groupBy("database", "table")
+        .agg(F.array_sort(F.collect_set("commit_ts")).alias("stamps"))
+        .collect()
+    )
+    return {TableId(r["database"], r["table"]): [int(t) for t in r["stamps"]] for r in rows}
 
 
 def _tied_stop(

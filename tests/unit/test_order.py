@@ -1,3 +1,4 @@
+from ingest import order
 from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, Watermark
 from ingest.order import (
     DdlStep,
@@ -64,3 +65,23 @@ def test_segment_admits_by_commit_ts():
     inclusive, exclusive = Segment(T, 100, 120, True), Segment(T, 100, 120, False)
     assert [inclusive.admits(ts) for ts in (99, 100, 120, 121)] == [False, True, True, False]
     assert [exclusive.admits(ts) for ts in (100, 101)] == [False, True]
+
+
+def test_segments_that_no_row_falls_into_are_dropped_and_ddls_kept():
+    t = TableId("s", "t")
+    ddls = [
+        DdlEvent(t, ts, f"ALTER TABLE t ADD COLUMN c{ts} INT", "ALTER", Position("p", 0, ts))
+        for ts in (20, 30, 40)
+    ]
+    steps = order.plan_table_steps(t, TableState(applied_ts=10), ddls, 50, has_rows=True)
+    assert [type(s).__name__ for s in steps] == ["Segment", "DdlStep"] * 3 + ["Segment"]
+    kept = order.drop_empty_segments(steps, [15, 45])  # rows before the first DDL and after the last
+    assert [(s.low, s.high) if isinstance(s, order.Segment) else s.ddl.commit_ts for s in kept] == [
+        (10, 20),
+        20,
+        30,
+        40,
+        (40, 50),
+    ]
+    # A row at a segment's exclusive low end (right after a DDL) belongs to the one before: not kept.
+    assert all(isinstance(s, order.DdlStep) for s in order.drop_empty_segments(steps[2:-1], [20]))

@@ -7,6 +7,7 @@ holds DDLs the mirror does not apply: they stop exactly the tables they touch, a
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
@@ -24,6 +25,20 @@ VARIANTS = {
     "simple-avro": {"protocol": "simple", "simple-encoding": "avro"},
 }
 LANDING = sorted(name for name in CORPORA if name != "refusals")
+# Simple JSON and Simple Avro share everything after the message is read (Avro is read into the JSON form),
+# so CI runs every corpus under Canal-JSON and spreads the two Simple encodings over the corpora: Avro gets
+# the one with every kind of DEFAULT (where TiCDC's Avro writes bytes JSON cannot), JSON the others. The
+# `full` profile (CORPUS_PROFILE=full) runs every corpus under every protocol.
+PROFILE = os.environ.get("CORPUS_PROFILE", "ci")
+MATRIX = [
+    (corpus, variant)
+    for corpus in LANDING
+    for variant in sorted(VARIANTS)
+    if PROFILE == "full"
+    or variant == "canal-json"
+    or (variant == "simple-avro") == (corpus in ("columns", "cutover"))
+    or corpus == "cutover"
+]
 
 
 def config_for(corpus: str, variant: str, lake, **params: str) -> IngestConfig:
@@ -54,8 +69,7 @@ def problems_with(spark, config: IngestConfig, corpus: str, names) -> dict[str, 
     return problems
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("corpus", LANDING)
+@pytest.mark.parametrize(("corpus", "variant"), MATRIX)
 def test_every_cell_lands_and_nothing_gone_stays_live(spark, tmp_path, corpus, variant):
     config = config_for(corpus, variant, tmp_path / "lake")
     result = run_files(spark, config)
