@@ -1,216 +1,52 @@
 """DDL + current table schema -> schema changes to apply, ignore or reject. Pure.
 
-The walking skeleton applies CREATE TABLE, ADD COLUMN (with the DEFAULT back-filled into existing rows, as
-upstream reads them), TRUNCATE TABLE and CREATE DATABASE. Every other DDL stops the stream before progress
-moves, naming the statement and its position: silently skipping a DDL would let the mirror diverge.
+Every DDL the mirror meets is planned here, per table it touches: applied (the changes in
+``plan.changes``), only recorded, or rejected with the reason and what to do. A DDL is never skipped
+silently: that would let the mirror diverge. Partition DDL is planned in ``plan.partition_ddl``, the value
+existing rows read after ADD COLUMN in ``plan.defaults``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 
 from ingest.decode import mysql_ddl
 from ingest.decode import mysql_partition as mp
-from ingest.model import Column, ColumnKind, ColumnType, DdlEvent, TableId, TableSchema
+from ingest.model import Column, ColumnType, DdlEvent, TableId, TableSchema
 from ingest.plan import partitions
+from ingest.plan.changes import (
+    AddColumn,
+    ChangeKey,
+    ChangeType,
+    CopyFrom,
+    CreateLike,
+    CreateTable,
+    CreateTableReplacing,
+    DeletePartitionRows,
+    DropColumn,
+    ExchangeRows,
+    RecordOnly,
+    Reject,
+    RenameColumn,
+    Retire,
+    SchemaChange,
+    SetPartitioning,
+    SetUniqueKeys,
+    Truncate,
+)
+from ingest.plan.defaults import backfill_value, go_json_text, literal_wire_text
 from ingest.plan.keys import UniqueKeys
-from ingest.plan.partitions import Partitioning, PartitionRows
+from ingest.plan.partition_ddl import ExchangeSides, plan_partition_ddl
+from ingest.plan.partitions import Partitioning
 from ingest.plan.renames import RenameGroup
 
-
-@dataclass(frozen=True, slots=True)
-class CreateTable:
-    table: TableId
-    schema: TableSchema
-    partitioning: Partitioning = partitions.NOT_PARTITIONED
-    unique_keys: UniqueKeys | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AddColumn:
-    """Add ``column``; when ``backfill`` is not None, existing rows get that value (wire text)."""
-
-    table: TableId
-    column: Column
-    first: bool
-    after: str | None
-    backfill: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CreateLike:
-    """CREATE TABLE ... LIKE: a new empty table with the source's columns and key, as the source was just
-    before ``before_ts`` (the DDL's commitTs)."""
-
-    table: TableId
-    source: TableId
-    before_ts: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTableReplacing(CreateTable):
-    """CREATE TABLE of a name whose earlier table was dropped or renamed away: a new table identity."""
-
-
-@dataclass(frozen=True, slots=True)
-class DropColumn:
-    table: TableId
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class RenameColumn:
-    table: TableId
-    old: str
-    new: str
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeType:
-    """A column's TiDB type changes. Apply widens the Delta type when Delta allows it, else refuses."""
-
-    table: TableId
-    name: str
-    type: ColumnType
-
-
-@dataclass(frozen=True, slots=True)
-class Truncate:
-    table: TableId
-
-
-@dataclass(frozen=True, slots=True)
-class Retire:
-    """The upstream table is gone (dropped, or renamed away): keep a retired mark so replays stay out.
-
-    ``keep_rows``: the DROP TABLE policy ``archive`` keeps the last rows readable, ``delete`` removes
-    them. A rename's source always keeps them: the target copies them, possibly after a crash between
-    the two steps.
-    """
-
-    table: TableId
-    reason: str
-    keep_rows: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CopyFrom:
-    """RENAME: the new table starts as the old one's rows, schema and key, as the old one was just before
-    ``before_ts`` (the RENAME's commitTs)."""
-
-    table: TableId
-    source: TableId
-    before_ts: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeKey:
-    """The handle key TiCDC identifies rows by is now ``key``: the mirror merges on it from here on."""
-
-    table: TableId
-    key: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SetUniqueKeys:
-    """Record the table's unique indexes as they are after the DDL (the handle key follows from them)."""
-
-    table: TableId
-    keys: UniqueKeys
-
-
-@dataclass(frozen=True, slots=True)
-class DeletePartitionRows:
-    """TRUNCATE/DROP PARTITION: delete the partitions' rows, then record the definition left after it."""
-
-    table: TableId
-    names: tuple[str, ...]
-    rows: PartitionRows
-    partitioning: Partitioning
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeRows:
-    """EXCHANGE PARTITION, one side of it: the partitioned table's ``rows`` (its partition) trade places with
-    all rows of the other table. ``partitioned``: this is the partitioned table, whose partition now holds
-    the other table's rows; otherwise this table now holds exactly that partition's rows. Both sides read
-    each other as they were just before ``before_ts``, so either may go first and a replay changes nothing.
-    """
-
-    table: TableId
-    partner: TableId
-    rows: PartitionRows
-    partitioned: bool
-    before_ts: int
-
-
-@dataclass(frozen=True, slots=True)
-class SetPartitioning:
-    """ADD PARTITION, ALTER TABLE … PARTITION BY, REMOVE PARTITIONING: no row changes, a new definition."""
-
-    table: TableId
-    partitioning: Partitioning
-
-
-@dataclass(frozen=True, slots=True)
-class RecordOnly:
-    """Nothing to change in Delta; the DDL is still recorded as applied. ``warning``: the user should
-    know (the mirror differs from upstream by design here, e.g. a VIRTUAL column left out)."""
-
-    reason: str
-    warning: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Reject:
-    """A change we do not apply; the run stops before this DDL and progress does not move past it.
-
-    ``unknown``: the statement is one we do not know (or cannot parse), which the ``skip`` policy for
-    unknown DDL lets pass with an audit record; a known change we refuse is never skipped.
-    """
-
-    reason: str
-    unknown: bool = False
-
-
-SchemaChange = (
-    CreateTable
-    | AddColumn
-    | DropColumn
-    | RenameColumn
-    | ChangeType
-    | Truncate
-    | Retire
-    | CopyFrom
-    | CreateLike
-    | ChangeKey
-    | SetUniqueKeys
-    | DeletePartitionRows
-    | ExchangeRows
-    | SetPartitioning
-    | RecordOnly
-    | Reject
-)
-
-_NUMERIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-_BIT_LITERAL = re.compile(r"^b'([01]*)'$", re.IGNORECASE)
-_HEX_LITERAL = re.compile(r"^(?:0x([0-9a-f]+)|x'([0-9a-f]*)')$", re.IGNORECASE)
-_NUMBER_KINDS = {
-    ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT, ColumnKind.INT, ColumnKind.BIGINT,
-    ColumnKind.DECIMAL, ColumnKind.FLOAT, ColumnKind.DOUBLE, ColumnKind.BIT, ColumnKind.YEAR,
-}  # fmt: skip
-_BINARY_KINDS = {ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB}
-# What existing rows read upstream after ADD COLUMN … NOT NULL without DEFAULT: the type's implicit value
-# (an ENUM's is its first element). Zero dates are the mirror's NULL.
-_ZERO_VALUES = {
-    **dict.fromkeys(_NUMBER_KINDS, "0"),
-    **dict.fromkeys((ColumnKind.CHAR, ColumnKind.VARCHAR, ColumnKind.TEXT, ColumnKind.SET), ""),
-    **dict.fromkeys(_BINARY_KINDS, ""),
-    ColumnKind.JSON: "null", ColumnKind.TIME: "00:00:00", ColumnKind.DATE: "0000-00-00",
-    ColumnKind.DATETIME: "0000-00-00 00:00:00", ColumnKind.TIMESTAMP: "0000-00-00 00:00:00",
-}  # fmt: skip
+__all__ = [
+    "AddColumn", "ChangeKey", "ChangeType", "CopyFrom", "CreateLike", "CreateTable", "CreateTableReplacing",
+    "DeletePartitionRows", "DropColumn", "ExchangeRows", "ExchangeSides", "RecordOnly", "Reject",
+    "RenameColumn", "Retire", "SchemaChange", "SetPartitioning", "SetUniqueKeys", "Truncate",
+    "affected_tables", "exchange_tables", "go_json_text", "is_rename", "literal_wire_text",
+    "plan_schema_changes", "reads_other_tables", "rename_pairs",
+]  # fmt: skip
 
 
 def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
@@ -433,7 +269,7 @@ def plan_schema_changes(
     if isinstance(statement, mysql_ddl.TruncateTable):
         return [Truncate(statement.table)]
     if isinstance(statement, mysql_ddl.PartitionDdl):
-        return _plan_partition_ddl(
+        return plan_partition_ddl(
             ddl, table, statement, existing_columns, partitioning, column_types, exchange
         )
     if isinstance(statement, mysql_ddl.PrimaryKeyChange):
@@ -498,7 +334,7 @@ def plan_schema_changes(
             if isinstance(action, mysql_ddl.AlterDefault):
                 alter.append(RecordOnly(f"DEFAULT of {action.name} changes future inserts only"))
                 continue
-            backfill = _backfill_value(action.column, given_defaults.get(action.column.name))
+            backfill = backfill_value(action.column, given_defaults.get(action.column.name))
             if isinstance(backfill, Reject):
                 return [backfill]
             alter.append(AddColumn(statement.table, action.column, action.first, action.after, backfill))
@@ -537,233 +373,3 @@ def _new_unique_index(ddl: DdlEvent, table: TableId) -> Reject:
         f"a new unique index on {table} may change the key TiCDC identifies rows by, and "
         f"Canal-JSON does not say which key it uses now; not supported yet: {ddl.sql!r}"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeSides:
-    """An EXCHANGE PARTITION as both its tables were just before it: the partitioned table's recorded
-    definition (None: none recorded), and whether each table is in the mirror. Both sides plan from the
-    same facts, so they apply together or stop together."""
-
-    partitioned: TableId
-    other: TableId
-    partitioning: Partitioning | None
-    partitioned_exists: bool
-    other_exists: bool
-
-
-def _plan_exchange(
-    ddl: DdlEvent, table: TableId, action: mp.ExchangePartition, sides: ExchangeSides | None
-) -> list[SchemaChange]:
-    todo = (
-        f"to go on, load both {sides.partitioned if sides else table} and the other table again from a "
-        f"Dumpling export taken after commitTs {ddl.commit_ts} (ticdc-ingest load --force)"
-    )
-    if sides is None:
-        return [Reject(f"{ddl.sql!r}: the tables of the exchange are not known here; {todo}")]
-    if not sides.partitioned_exists and not sides.other_exists:
-        return [RecordOnly("neither table of the exchange is in the mirror")]
-    if not (sides.partitioned_exists and sides.other_exists):
-        missing = sides.other if sides.partitioned_exists else sides.partitioned
-        return [Reject(f"{ddl.sql!r} moves rows of {missing}, which the mirror does not hold; {todo}")]
-    current = sides.partitioning
-    if current is None or not current.followed or current.find(action.name) is None:
-        reason = (
-            "the mirror never saw its CREATE TABLE … PARTITION BY"
-            if current is None
-            else current.reason
-            if not current.followed
-            else f"the recorded definition has no partition {action.name}"
-        )
-        return [
-            Reject(
-                f"{ddl.sql!r} trades the rows of partition {action.name} with {sides.other}, but the mirror "
-                f"cannot tell which rows that partition holds ({reason}); it stops both tables rather than "
-                f"diverge; {todo}"
-            )
-        ]
-    rows = partitions.rows_of(current, (action.name,))
-    partitioned = table == sides.partitioned
-    partner = sides.other if partitioned else sides.partitioned
-    return [ExchangeRows(table, partner, rows, partitioned, ddl.commit_ts)]
-
-
-def _plan_partition_ddl(
-    ddl: DdlEvent,
-    table: TableId,
-    statement: mysql_ddl.PartitionDdl,
-    existing_columns: Collection[str] | None,
-    current: Partitioning | None,
-    column_types: Mapping[str, ColumnType] | None,
-    exchange: ExchangeSides | None,
-) -> list[SchemaChange]:
-    action = statement.action
-    if isinstance(action, mp.ExchangePartition):
-        return _plan_exchange(ddl, table, action, exchange)
-    if isinstance(action, mp.Unapplicable):
-        # Never skippable (unknown=False): the upstream rows changed in a way the mirror cannot follow.
-        return [
-            Reject(
-                f"{action.reason}: {ddl.sql!r}. The mirror would silently diverge, so it stops. To go on, "
-                f"load the table again from a Dumpling export taken after commitTs {ddl.commit_ts} "
-                "(ticdc-ingest load --force)"
-            )
-        ]
-    if existing_columns is None:
-        return [RecordOnly(f"{table} does not exist in the mirror")]
-    if isinstance(action, mp.NoRowChange):
-        return [RecordOnly(f"{action.what} changes no rows")]
-    if isinstance(action, mp.Recount):
-        if current is not None and current.method == partitions.HASH:
-            return [SetPartitioning(table, partitions.recount(current, action.by))]
-        return [RecordOnly("rows move between partitions of the table; none changes")]
-    if isinstance(action, mp.Reorganize):
-        if current is None or not current.followed:
-            return [RecordOnly("rows move between partitions of the table; none changes")]
-        if action.unreadable:
-            return [
-                SetPartitioning(table, partitions.unsupported(f"REORGANIZE PARTITION: {action.unreadable}"))
-            ]
-        return [SetPartitioning(table, partitions.reorganize(current, action.names, action.partitions))]
-    if isinstance(action, mp.Repartition):
-        if action.partition_by is None:
-            return [SetPartitioning(table, partitions.NOT_PARTITIONED)]
-        if column_types is None:
-            return [SetPartitioning(table, partitions.unsupported(f"repartitioned by {ddl.sql[:200]!r}"))]
-        columns = TableSchema(tuple(Column(n, t) for n, t in column_types.items()), ())
-        return [SetPartitioning(table, partitions.from_clause(action.partition_by, columns))]
-    if isinstance(action, mp.AddPartitions):
-        if current is None or not current.followed:
-            return [RecordOnly("the partition definition is not followed; rows do not change")]
-        if action.unreadable:
-            return [SetPartitioning(table, partitions.unsupported(f"ADD PARTITION: {action.unreadable}"))]
-        return [SetPartitioning(table, partitions.add(current, action.partitions))]
-    if isinstance(action, mp.TruncatePartitions) and action.every:
-        return [Truncate(table)]
-    names = action.names
-    what = f"{ddl.sql!r} deletes the rows of partition(s) {', '.join(names)}"
-    todo = (
-        f"to go on, load the table again from a Dumpling export taken after commitTs {ddl.commit_ts} "
-        "(ticdc-ingest load --force), which records its partitions"
-    )
-    if current is None:
-        return [
-            Reject(
-                f"{what}, but the mirror never saw the table's CREATE TABLE … PARTITION BY, so it cannot "
-                f"tell which rows those are; {todo}"
-            )
-        ]
-    if current.method == partitions.NONE:
-        return [Reject(f"{what}, but the mirror knows the table as not partitioned; {todo}")]
-    if not current.followed:
-        return [Reject(f"{what}, but the mirror cannot tell which rows those are: {current.reason}; {todo}")]
-    missing = [n for n in names if current.find(n) is None]
-    if isinstance(action, mp.DropPartitions) and current.method == partitions.HASH:
-        return [Reject(f"{what}, but DROP PARTITION does not apply to HASH partitions; {todo}")]
-    if isinstance(action, mp.TruncatePartitions) and missing:
-        return [Reject(f"{what}, but the recorded definition has no partition {', '.join(missing)}; {todo}")]
-    if current.column not in existing_columns:
-        return [Reject(f"{what}, but the partition column {current.column} is not in the mirror; {todo}")]
-    # DROP of a name already gone deleted nothing more upstream (IF EXISTS), or is this DDL's replay
-    # after a crash that came between its delete and its commit: its rows are already deleted.
-    after = partitions.drop(current, names) if isinstance(action, mp.DropPartitions) else current
-    return [DeletePartitionRows(table, names, partitions.rows_of(current, names), after)]
-
-
-def _backfill_value(column: Column, given: str | None = None) -> str | Reject | None:
-    """The value existing rows read upstream after ADD COLUMN, as wire text (None: SQL NULL); ``given``:
-    the value the user says they read (``column-defaults``), for a DEFAULT that is not a literal."""
-    kind = column.type.kind
-    if column.has_default:
-        if column.default is None:
-            return None
-        literal = literal_wire_text(column.default, column.type)
-        if literal is None and given is not None:
-            return given
-        if literal is None:
-            return Reject(
-                f"ADD COLUMN {column.name} DEFAULT {column.default}: the value existing rows read upstream "
-                "is the moment the DDL ran (or an expression's), which no protocol carries; to go on, give "
-                f"it as TiDB shows it for rows older than the DDL (--column-defaults "
-                f"<database>.<table>.{column.name}=<value>), or load the table again from a Dumpling export "
-                "taken after the DDL (ticdc-ingest load --force)"
-            )
-        return literal
-    if column.nullable:
-        return None
-    if kind is ColumnKind.ENUM and column.type.elements:
-        return column.type.elements[0]
-    zero = _ZERO_VALUES.get(kind)
-    if zero is None:
-        return Reject(
-            f"ADD COLUMN {column.name} {column.type} NOT NULL without DEFAULT: the implicit value "
-            "of existing rows is not known for this type"
-        )
-    return _binary_wire_text(b"", column.type) if kind in _BINARY_KINDS else zero
-
-
-def literal_wire_text(sql_literal: str, column_type: ColumnType) -> str | None:
-    """A DEFAULT literal (canonical, as ``mysql_ddl.default_literal`` writes it) as the wire text a row
-    of a ``column_type`` column carries for that value; None when it is not a literal.
-
-    Bytes (``X'…'``, ``b'…'``) are a number in a numeric or BIT column and the bytes themselves in a
-    binary one; a string in a binary column is its UTF-8 bytes. BINARY(n) values are padded with 0x00 to
-    n bytes, as TiDB reads them.
-    """
-    text = sql_literal.strip()
-    kind = column_type.kind
-    if _NUMERIC.match(text):
-        return text
-    if len(text) >= 2 and text[0] == text[-1] == "'":
-        value = text[1:-1].replace("''", "'")
-        if kind in _BINARY_KINDS:
-            return _binary_wire_text(value.encode("utf-8"), column_type)
-        if kind is ColumnKind.BIT:
-            return str(int.from_bytes(value.encode("utf-8"), "big"))
-        return value
-    bits = _BIT_LITERAL.match(text)
-    hexa = _HEX_LITERAL.match(text)
-    if bits:
-        number = int(bits.group(1) or "0", 2)
-        data = number.to_bytes(max(1, (len(bits.group(1)) + 7) // 8), "big")
-    elif hexa:
-        digits = hexa.group(1) or hexa.group(2) or ""
-        data = bytes.fromhex(digits if len(digits) % 2 == 0 else "0" + digits)
-        number = int.from_bytes(data, "big")
-    else:
-        return None
-    if kind in _NUMBER_KINDS:
-        return str(number)
-    # TiDB keeps a column's DEFAULT as text in its JSON table info, where every byte that is not part of
-    # valid UTF-8 becomes U+FFFD: upstream reads DEFAULT x'00ff' back as 00 EF BF BD.
-    data = go_json_text(data).encode("utf-8")
-    if kind in _BINARY_KINDS:
-        return _binary_wire_text(data, column_type)
-    return data.decode("utf-8")
-
-
-def _binary_wire_text(data: bytes, column_type: ColumnType) -> str:
-    """Bytes as binary wire text (latin-1, one character per byte), BINARY(n) padded to n bytes."""
-    if column_type.kind is ColumnKind.BINARY and column_type.length:
-        data = data.ljust(column_type.length, b"\x00")
-    return data.decode("latin-1")
-
-
-_VALID_UTF8 = re.compile(
-    rb"[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
-    rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
-)
-
-
-def go_json_text(data: bytes) -> str:
-    """Bytes as Go's JSON encoder writes them into a string: valid UTF-8 kept, each other byte U+FFFD."""
-    out, i = [], 0
-    while i < len(data):
-        match = _VALID_UTF8.match(data, i)
-        if match:
-            out.append(match.group().decode("utf-8"))
-            i = match.end()
-        else:
-            out.append("\ufffd")
-            i += 1
-    return "".join(out)
