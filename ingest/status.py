@@ -26,6 +26,7 @@ class TableStatus:
     pending: int
     quarantined: int
     last_ddl: str = ""
+    stopped: str = ""  # the DDL it stopped before (refused, not applied since), if any
 
 
 def _when(tso: int) -> str:
@@ -46,7 +47,7 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
             r["table"] or "": int(r["n"])
             for r in rejected.groupBy("table").agg(F.count("*").alias("n")).collect()
         }
-    last_ddl = _last_ddls(spark, config.state_path)
+    last_ddl, stopped = _last_ddls(spark, config.state_path)
     tables = []
     for table in sorted(set(committed.tables) | set(committed.pending_rows)):
         path = config.table_path(table.schema, table.table)
@@ -62,6 +63,7 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
                 pending=committed.pending_rows.get(table, 0),
                 quarantined=bad.get(str(table), 0),
                 last_ddl=last_ddl.get(str(table), ""),
+                stopped=stopped.get(str(table), ""),
             )
         )
     return committed, tables
@@ -91,23 +93,41 @@ def render(committed: progress.Progress, tables: list[TableStatus], now: datetim
             f"{t.table!s:<28} {t.applied_ts:>20}  {_when(t.applied_ts):<32} {_lag(t.applied_ts, now):>8} "
             f"{t.rows:>9} {t.pending:>8} {t.quarantined:>5}  {_when(t.ddl_ts):<32}  {ddl or '-'}"
         )
+    for t in tables:
+        if t.stopped:
+            lines.append(
+                f"STOPPED {t.table}: before {t.stopped} (the DDL history says why; its later changes wait)"
+            )
     return "\n".join(lines)
 
 
-def _last_ddls(spark: SparkSession, state_path: str) -> dict[str, str]:
-    """Per table, the statement of the newest DDL the mirror applied or recorded."""
+def _last_ddls(spark: SparkSession, state_path: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Per table, the statement of the newest DDL the mirror applied or recorded; and for each table
+    stopped before a DDL it refused (and has not applied since), that DDL's commitTs and statement."""
     path = ddl_history.history_path(state_path)
     if not delta_io.is_delta_table(spark, path):
-        return {}
+        return {}, {}
+    refused = F.col("action") == ddl_history.REJECTED
+    order = F.struct("commit_ts", "recorded_at")
     rows = (
         spark.read.format("delta")
         .load(path)
-        .where(F.col("action") != ddl_history.REJECTED)
         .groupBy("table")
-        .agg(F.max_by("sql", F.struct("commit_ts", "recorded_at")).alias("sql"))
+        .agg(
+            F.max_by(F.when(~refused, F.col("sql")), F.when(~refused, order)).alias("sql"),
+            F.max(F.when(~refused, F.col("commit_ts"))).alias("done"),
+            F.max_by(F.when(refused, F.col("sql")), F.when(refused, order)).alias("refused_sql"),
+            F.max(F.when(refused, F.col("commit_ts"))).alias("refused"),
+        )
         .collect()
     )
-    return {r["table"]: r["sql"] or "" for r in rows}
+    last = {r["table"]: r["sql"] or "" for r in rows if r["sql"] is not None}
+    stopped = {
+        r["table"]: f"commitTs {r['refused']}: {r['refused_sql']}"
+        for r in rows
+        if r["refused"] is not None and (r["done"] is None or r["done"] < r["refused"])
+    }
+    return last, stopped
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -39,10 +39,11 @@ from ingest.pipeline.batch import (
     quarantine_undecodable,
     stop_on_fatal,
 )
-from ingest.pipeline.ddl import apply_database_ddl, apply_ddl, table_before
+from ingest.pipeline.ddl import apply_database_ddl, apply_ddl
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.segments import apply_segment
+from ingest.pipeline.tied import RenameGroups, TiedGroup, rename_groups, tied_groups, tied_stop
 from ingest.plan import schema as plan_schema
 from ingest.plan.renames import RenameGroup
 from ingest.spark_decode import (
@@ -166,7 +167,7 @@ def _process(
     # Tables a DDL reads across (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION) are applied together, in
     # rounds: every one of them up to just before such a DDL, then that DDL on each (reading the others as
     # they were just before it), and so on; the other tables go on their own, several at once.
-    groups = _tied_groups(ddls, known, g)
+    groups = tied_groups(ddls, known, g)
     tied = {t for group in groups for t in group.tables}
     stamps = _row_stamps(dml, [t for t in by_table if any(s.table == t for s in signatures)])
 
@@ -231,7 +232,7 @@ def _process(
     def held_below(report: TableReport | None, first: bool) -> bool:
         return first and report is not None and report.held_through is not None
 
-    def apply_group(group: _TiedGroup, first: bool) -> bool:
+    def apply_group(group: TiedGroup, first: bool) -> bool:
         """The group's rounds; False when a table stopped below rows that do not convert (first pass)."""
         for stamp in group.stamps:
             for table in group.tables:
@@ -243,20 +244,20 @@ def _process(
                 # earlier DDL, what it would read is not upstream's. The whole group stops here.
                 for table in group.tables:
                     if table not in stopped:
-                        stop(table, _tied_stop(table, blocked, stopped, stamp), stamp)
+                        stop(table, tied_stop(table, blocked, stopped, stamp), stamp)
                 return True
-            renames = _rename_groups(spark, config, group.ddls, stamp)
+            renames = rename_groups(spark, config, group.ddls, stamp)
             for table in group.tables:
                 apply(table, held(table, first), stamp, renames)
         return all(not held_below(apply(table, held(table, first)), first) for table in group.tables)
 
-    def first_pass(unit: TableId | _TiedGroup) -> None:
-        members = unit.tables if isinstance(unit, _TiedGroup) else (unit,)
+    def first_pass(unit: TableId | TiedGroup) -> None:
+        members = unit.tables if isinstance(unit, TiedGroup) else (unit,)
         for table in members:
             logger.info("run %d: table %d/%d: %s", run_id, position[table], len(tables), table)
         complete = (
             apply_group(unit, True)
-            if isinstance(unit, _TiedGroup)
+            if isinstance(unit, TiedGroup)
             else not held_below(apply(unit, None), True)
         )
         if not complete:
@@ -518,48 +519,6 @@ def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:
     return dict(per_table), sum(int(r["count"]) for r in rows)
 
 
-RenameGroups = Mapping[int, RenameGroup] | None
-
-
-@dataclass(frozen=True)
-class _TiedGroup:
-    """Tables that DDLs reading across tables tie together, and those DDLs' commitTs in order."""
-
-    tables: tuple[TableId, ...]
-    stamps: tuple[int, ...]
-    ddls: tuple[DdlEvent, ...]
-
-    def __str__(self) -> str:
-        return ", ".join(str(t) for t in self.tables)
-
-
-def _tied_groups(ddls: list[DdlEvent], known: set[TableId], g: int) -> list[_TiedGroup]:
-    """The tables each eligible cross-table DDL ties together (joined where they share a table)."""
-    links = [
-        (d, plan_schema.affected_tables(d, known))
-        for d in ddls
-        if d.commit_ts <= g and plan_schema.reads_other_tables(d)
-    ]
-    parent: dict[TableId, TableId] = {}
-
-    def root(table: TableId) -> TableId:
-        while parent.setdefault(table, table) != table:
-            table = parent[table]
-        return table
-
-    for _, affected in links:
-        for other in affected[1:]:
-            parent[root(other)] = root(affected[0])
-    members: dict[TableId, set[TableId]] = defaultdict(set)
-    for table in list(parent):
-        members[root(table)].add(table)
-    groups = []
-    for top, tables in sorted(members.items()):
-        mine = tuple(d for d, affected in links if root(affected[0]) == top)
-        groups.append(_TiedGroup(tuple(sorted(tables)), tuple(sorted({d.commit_ts for d in mine})), mine))
-    return groups
-
-
 def _row_stamps(dml: DataFrame, tables: list[TableId]) -> dict[TableId, list[int]]:
     """The sorted commit_ts of each table's rows, for tables with DDLs in the batch (one Spark job)."""
     if not tables:
@@ -574,27 +533,3 @@ def _row_stamps(dml: DataFrame, tables: list[TableId]) -> dict[TableId, list[int
         .collect()
     )
     return {TableId(r["database"], r["table"]): [int(t) for t in r["stamps"]] for r in rows}
-
-
-def _tied_stop(
-    table: TableId, blocked: list[TableId], stopped: Mapping[TableId, SchemaChangeRejected], stamp: int
-) -> SchemaChangeRejected:
-    causes = "; ".join(f"{t} ({stopped[t]})" for t in blocked)
-    return SchemaChangeRejected(
-        f"{table}: stopped before commitTs {stamp}, where a DDL reads across tables, because a table it "
-        f"reads stopped before it: {causes}",
-        table=table,
-        commit_ts=stamp,
-    )
-
-
-def _rename_groups(
-    spark: SparkSession, config: IngestConfig, ddls: tuple[DdlEvent, ...], stamp: int
-) -> dict[int, RenameGroup]:
-    """The RENAME statement at ``stamp`` (its events' pairs), with the names that were live just before it."""
-    pairs = [p for d in ddls if d.commit_ts == stamp for p in plan_schema.rename_pairs(d)]
-    if not pairs:
-        return {}
-    names = {name for pair in pairs for name in pair}
-    live = {name for name in names if table_before(spark, config, name, stamp) is not None}
-    return {stamp: RenameGroup.of(pairs, live)}

@@ -156,3 +156,8 @@ def test_run_exits_3_when_tables_stopped_after_committing_the_others(spark, tmp_
     assert err.count("error: ref.") == len(REFUSED)
     config = config_for("refusals", "canal-json", lake)
     assert problems_with(spark, config, "refusals", ["ref.ok", "ref.ok2"]) == {}
+    # status names each stopped table and the DDL it waits at.
+    assert main(["status", f"--target-path={lake}"]) == 0
+    stopped = [line for line in capsys.readouterr().out.splitlines() if line.startswith("STOPPED ")]
+    assert sorted(line.split(":")[0].removeprefix("STOPPED ") for line in stopped) == sorted(REFUSED)
+    assert any("DROP PRIMARY KEY" in line for line in stopped)
