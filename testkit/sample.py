@@ -319,10 +319,11 @@ def ticdc_avro_value(value: Any, column_type: ColumnType, tz: ZoneInfo) -> Any:
 
 
 def _avro_default(value: Any, column_type: ColumnType, tz: ZoneInfo) -> Any:
-    """A column DEFAULT as an Avro field default (bytes are written as latin-1 text, per the Avro spec)."""
+    """A column DEFAULT as an Avro field default, as TiCDC writes it: bytes as base64 text (Go's JSON encoding
+    of a byte slice), not the Avro specification's one character per byte."""
     encoded = ticdc_avro_value(value, column_type, tz)
     if isinstance(encoded, bytes):
-        return encoded.decode("latin-1")
+        return base64.b64encode(encoded).decode()
     return encoded
 
 

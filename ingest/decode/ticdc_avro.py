@@ -219,11 +219,16 @@ def split_allowed(allowed: str) -> tuple[str, ...]:
 
 
 def _default_text(default: Any, column_type: ColumnType) -> str | None:
-    """An Avro field default as the text a backfill converts (bytes defaults are latin-1 strings)."""
+    """An Avro field default as the text a backfill converts.
+
+    TiCDC writes the default of a ``bytes`` field (BIT, BINARY, BLOB) as base64 text, as Go's JSON encoder
+    writes a byte slice, not as the Avro specification's one character per byte: binary defaults stay base64
+    (the binary wire text of this codec), a BIT default becomes its number.
+    """
     if default is None:
         return None
     if column_type.kind is ColumnKind.BIT and isinstance(default, str):
-        return str(int.from_bytes(default.encode("latin-1"), "big"))
+        return str(int.from_bytes(base64.b64decode(default), "big"))
     if column_type.kind is ColumnKind.BIGINT and column_type.unsigned and isinstance(default, int):
         return str(default + _TWO_TO_64 if default < 0 else default)
     if isinstance(default, bool):
@@ -355,10 +360,11 @@ def schema_book(texts: Mapping[int, str | None]) -> SchemaBook:
             continue
         try:
             writer = parse_writer_schema(sid, text)
-            # TiCDC writes a DOUBLE column's DEFAULT 1e3 as the JSON number 1000, which fastavro's check of
-            # defaults refuses for a double; decoding with the writer schema never reads a default (the
-            # mirror reads them from the schema itself), so the check is skipped.
-            parsed = fastavro.parse_schema(orjson.loads(text), _write_hint=False, _ignore_default_error=True)
+            # TiCDC writes a DOUBLE column's DEFAULT 1e3 as the JSON number 1000 (and NOT NULL's 0 as 0),
+            # which fastavro's check of defaults refuses for a double; decoding with the writer schema never
+            # reads a default (the mirror reads them from the schema itself), so the check is skipped. The
+            # parsed marker keeps the reader from parsing (and checking) the schema again per record.
+            parsed = fastavro.parse_schema(orjson.loads(text), _ignore_default_error=True)
         except (NotTicdcAvro, UnknownTypeError) as exc:
             book.problems[sid] = str(exc)
             continue
