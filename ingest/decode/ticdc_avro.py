@@ -85,7 +85,8 @@ class AvroColumn:
     # The value existing rows read when this column is added (the field's Avro default), as wire text.
     backfill: str | None = None
     # TiCDC writes a null default for every field of an Avro logical type (a DECIMAL in precise mode), so
-    # a null default there does not say that upstream's DEFAULT is NULL: the wire cannot tell.
+    # a null default there does not say that upstream's DEFAULT is NULL: the wire cannot tell. Nor can
+    # ``DEFAULT CURRENT_TIMESTAMP``, which TiCDC writes as that text: older rows read when the DDL ran.
     default_unknown: bool = False
 
 
@@ -161,13 +162,20 @@ def _column(schema_id: int, name: str, entry: Mapping[str, Any]) -> AvroColumn:
     column_type = column_type_of(str(tidb_type), primitive, parameters, logical)
     has_default = "default" in entry
     default = entry.get("default")
-    backfill = _default_text(default, column_type) if has_default else None
+    moment = isinstance(default, str) and _NOW.match(default) is not None
+    backfill = _default_text(default, column_type) if has_default and not moment else None
     return AvroColumn(
         Column(name, column_type, nullable=nullable, has_default=has_default and default is not None),
         primitive,
         backfill,
-        default_unknown=has_default and default is None and "logicalType" in logical,
+        default_unknown=moment or (has_default and default is None and "logicalType" in logical),
     )
+
+
+# A DEFAULT of the moment a row is written, as TiCDC writes it into an Avro field's default.
+_NOW = re.compile(
+    r"^\s*(CURRENT_TIMESTAMP|NOW|LOCALTIME|LOCALTIMESTAMP|CURRENT_DATE|CURDATE|UTC_TIMESTAMP)\b", re.I
+)
 
 
 def column_type_of(

@@ -360,10 +360,10 @@ def _unknown_defaults(
             )
             continue
         note = (
-            f"{name}: the Avro schema has a null default for this {column.column.type} field, as TiCDC "
-            "writes for every logical-type field whatever upstream's DEFAULT is, so rows written before "
-            f"the column was added read NULL; if upstream has a DEFAULT, set --column-defaults "
-            f"{table}.{name}=<value>"
+            f"{name}: the Avro schema cannot carry what rows written before the column was added read for "
+            f"this {column.column.type} field (TiCDC writes a null default for every logical-type field "
+            "whatever upstream's DEFAULT is, and CURRENT_TIMESTAMP as that text), so they read NULL; if "
+            f"upstream shows a value for them, set --column-defaults {table}.{name}=<value>"
         )
         logger.warning("%s: %s", table, note)
         notes.append(note)

@@ -20,12 +20,12 @@ from ingest.state.ddl_history import history_path
 UNCARRIED_DEFAULT = "3.1400"
 
 
-def corpus_records(registry_url: str, target: Path) -> Path:
+def corpus_records(registry_url: str, target: Path, corpus: Path = CORPUS) -> Path:
     """The corpus records, their schema ids mapped to the ids this registry gave the same schemas."""
     registry = SchemaRegistry(registry_url)
     ids = {
         entry["id"]: registry.register(entry["subject"], entry["schema"])
-        for entry in json.loads((CORPUS / "avro" / "registry.json").read_text())
+        for entry in json.loads((corpus / "avro" / "registry.json").read_text())
     }
 
     def remap(text: str | None) -> str | None:
@@ -38,7 +38,7 @@ def corpus_records(registry_url: str, target: Path) -> Path:
 
     target.mkdir(parents=True)
     lines = []
-    for line in (CORPUS / "avro" / "records.jsonl").read_text().splitlines():
+    for line in (corpus / "avro" / "records.jsonl").read_text().splitlines():
         record = json.loads(line)
         record["key"], record["value"] = remap(record["key"]), remap(record["value"])
         lines.append(json.dumps(record))
