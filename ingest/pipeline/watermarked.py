@@ -275,12 +275,14 @@ def _process(
     )
     conversion_bad = sum(r.quarantined for r in reports.values())
     check_bad_ratio(config, bad + conversion_bad, records)
+    # Second pass, each checked as it ends: once the batch is known to fail, what is left stays untouched.
     for group in groups:
         if any(t in deferred for t in group.tables):
             apply_group(group, False)
+            check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
     for table in sorted((t for t in deferred if t not in tied), key=position.__getitem__):
         apply(table, held(table, False))
-    check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
+        check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
     pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
     pending_rows, pending_records = _pending_counts(pending)
     for table, count in pending_rows.items():

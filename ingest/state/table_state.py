@@ -86,17 +86,21 @@ def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None
     """The table's version just before whatever it applied at or after ``commit_ts``: the newest of our
     consistent commits whose state is below it (intermediate commits of a DDL are not consistent). A DDL
     that reads another table (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION) reads it there, so a replay
-    after a crash reads the same image even when that table has moved on. None: no such version."""
+    after a crash reads the same image even when that table has moved on. None: no such version (the
+    table was created at or after ``commit_ts``, or is not there)."""
     if not delta_io.is_delta_table(spark, path):
         return None
-    rows = delta_io.history(spark, path, HISTORY_DEPTH).select("version", "userMetadata").collect()
-    for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
-        payload = _payload(row["userMetadata"])
-        state = state_from_metadata(row["userMetadata"])
-        if payload is None or state is None or not payload.get("consistent", True):
-            continue
-        if state.ddl_ts < commit_ts and state.applied_ts < commit_ts:
-            return int(row["version"])
+    for depth in (HISTORY_DEPTH, None):  # the newest commits first; the whole history only if need be
+        rows = delta_io.history(spark, path, depth).select("version", "userMetadata").collect()
+        for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
+            payload = _payload(row["userMetadata"])
+            state = state_from_metadata(row["userMetadata"])
+            if payload is None or state is None or not payload.get("consistent", True):
+                continue
+            if state.ddl_ts < commit_ts and state.applied_ts < commit_ts:
+                return int(row["version"])
+        if depth is None or len(rows) < depth:
+            break
     return None
 
 
