@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ingest.model import Column, ColumnKind, ColumnType
+from ingest.model import Column, ColumnKind, ColumnType, TableId
 from ingest.plan.changes import Reject
 
 _NUMERIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -27,9 +27,9 @@ _ZERO_VALUES = {
 }  # fmt: skip
 
 
-def backfill_value(column: Column, given: str | None = None) -> str | Reject | None:
-    """The value existing rows read upstream after ADD COLUMN, as wire text (None: SQL NULL); ``given``:
-    the value the user says they read (``column-defaults``), for a DEFAULT that is not a literal."""
+def backfill_value(column: Column, table: TableId, given: str | None = None) -> str | Reject | None:
+    """The value existing rows of ``table`` read upstream after ADD COLUMN, as wire text (None: SQL NULL);
+    ``given``: the value the user says they read (``column-defaults``), for a DEFAULT that is not a literal."""
     kind = column.type.kind
     if column.has_default:
         if column.default is None:
@@ -42,8 +42,8 @@ def backfill_value(column: Column, given: str | None = None) -> str | Reject | N
                 f"ADD COLUMN {column.name} DEFAULT {column.default}: the value existing rows read upstream "
                 "is the moment the DDL ran (or an expression's), which no protocol carries; to go on, give "
                 f"it as TiDB shows it for rows older than the DDL (--column-defaults "
-                f"<database>.<table>.{column.name}=<value>), or load the table again from a Dumpling export "
-                "taken after the DDL (ticdc-ingest load --force)"
+                f"'{table}.{column.name}=<value>'), or load the table again from a Dumpling export taken "
+                "after the DDL (ticdc-ingest load --force)"
             )
         return literal
     if column.nullable:

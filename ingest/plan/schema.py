@@ -334,7 +334,7 @@ def plan_schema_changes(
             if isinstance(action, mysql_ddl.AlterDefault):
                 alter.append(RecordOnly(f"DEFAULT of {action.name} changes future inserts only"))
                 continue
-            backfill = backfill_value(action.column, given_defaults.get(action.column.name))
+            backfill = backfill_value(action.column, table, given_defaults.get(action.column.name))
             if isinstance(backfill, Reject):
                 return [backfill]
             alter.append(AddColumn(statement.table, action.column, action.first, action.after, backfill))

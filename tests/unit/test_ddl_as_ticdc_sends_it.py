@@ -89,6 +89,7 @@ def test_a_default_that_is_not_a_literal_stops_with_the_statement_and_what_to_do
     )
     assert isinstance(change, Reject) and not change.unknown
     assert "CURRENT_TIMESTAMP()" in change.reason and "ticdc-ingest load --force" in change.reason
+    assert "--column-defaults 'col.t.created=<value>'" in change.reason
 
 
 def test_default_literals_are_one_canonical_spelling():
