@@ -28,8 +28,9 @@ _ZERO_VALUES = {
 
 
 def backfill_value(column: Column, table: TableId, given: str | None = None) -> str | Reject | None:
-    """The value existing rows of ``table`` read upstream after ADD COLUMN, as wire text (None: SQL NULL);
-    ``given``: the value the user says they read (``column-defaults``), for a DEFAULT that is not a literal."""
+    """The value existing rows of ``table`` read upstream after ADD COLUMN, as wire text (None: SQL NULL).
+
+    ``given``: the value the user says they read (``column-defaults``), for a DEFAULT that is no literal."""
     kind = column.type.kind
     if column.has_default:
         if column.default is None:
