@@ -177,8 +177,11 @@ def _check_target(
             f"at run {committed.run_id}); an initial load starts a new mirror. Use a new --target-path, or "
             "--force to replace the tables in the export"
         )
+    # A table the mirror holds is exact through its own applied TSO: a table stopped before a DDL sits below
+    # G, and its later changes wait in the buffer, so an export from after the DDL but before G still joins
+    # up. A table the mirror does not hold had its changes up to G delivered and not kept.
     applied = max(
-        [committed.global_watermark] + [s.applied_ts for s in existing.values() if s is not None], default=0
+        [s.applied_ts if s is not None else committed.global_watermark for s in existing.values()], default=0
     )
     if export.snapshot_ts < applied:
         raise ConfigError(

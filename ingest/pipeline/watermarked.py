@@ -184,7 +184,7 @@ def _process(
         if table in stopped:
             return None
         try:
-            report, states[table] = _apply_table(
+            report, states[table], refused = _apply_table(
                 spark,
                 config,
                 table,
@@ -208,6 +208,9 @@ def _process(
             reports[table].absorb(report)
         else:
             reports[table] = report
+        if refused is not None:
+            stop(table, refused, refused.commit_ts or g)
+            return None
         return report
 
     def stop(table: TableId, exc: SchemaChangeRejected, commit_ts: int) -> None:
@@ -444,8 +447,10 @@ def _apply_table(
     held_through: int | None = None,
     renames: Mapping[int, RenameGroup] | None = None,
     row_stamps: list[int] | None = None,
-) -> tuple[TableReport, TableState]:
+) -> tuple[TableReport, TableState, SchemaChangeRejected | None]:
     """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
+
+    A DDL refused on the table ends its work there: what was applied below it is returned with the refusal.
 
     ``held_through`` None: the first pass, which stops the table just below rows that do not convert
     (the report says so). Otherwise the second pass, past such rows, whose bad rows up to that commit_ts
@@ -480,17 +485,24 @@ def _apply_table(
                 grouped.add(step.ddl.commit_ts)
             # Every write of a DDL takes the session's write turn itself (committing, exclusive_write), so
             # DDLs of tables applied side by side overlap in their reads and plans.
-            state = apply_ddl(
-                spark,
-                config,
-                table,
-                path,
-                step.ddl,
-                state,
-                run_id,
-                rename_group=group,
-                first_of_group=first,
-            )
+            try:
+                state = apply_ddl(
+                    spark,
+                    config,
+                    table,
+                    path,
+                    step.ddl,
+                    state,
+                    run_id,
+                    rename_group=group,
+                    first_of_group=first,
+                )
+            except SchemaChangeRejected as refused:
+                if refused.commit_ts is None:
+                    raise
+                state = replace(state, applied_ts=max(state.applied_ts, applied_before))
+                report.applied_ts = state.applied_ts
+                return report, state, refused
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
@@ -498,7 +510,7 @@ def _apply_table(
             )
             if report.held_through is not None and held_through is None:
                 report.applied_ts = state.applied_ts
-                return report, state
+                return report, state, None
         report.applied_ts = state.applied_ts
     state = replace(state, applied_ts=max(state.applied_ts, applied_before))
     report.applied_ts = state.applied_ts
@@ -507,7 +519,7 @@ def _apply_table(
         if name:
             with table_state.exclusive_write():
                 apply_schema.register_catalog_table(spark, name, path)
-    return report, state
+    return report, state, None
 
 
 def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:

@@ -170,7 +170,7 @@ def _plan_unique_keys(
     if not handle:
         return [
             Reject(
-                f"{table}: after {ddl.sql!r} the table has no primary key and no unique key of NOT NULL "
+                f"after {ddl.sql!r} the table has no primary key and no unique key of NOT NULL "
                 "columns, so TiCDC no longer replicates it"
             )
         ]
@@ -198,14 +198,14 @@ def _plan_key_change(
     if not new_key:
         return [
             Reject(
-                f"{table}: after {ddl.sql!r} TiCDC identifies rows by a NOT NULL unique index that the SQL "
+                f"after {ddl.sql!r} TiCDC identifies rows by a NOT NULL unique index that the SQL "
                 "does not name (or by nothing); mirror the table with the Simple protocol, which announces "
                 "it, or re-create the table's mirror"
             )
         ]
     missing = [c for c in new_key if c not in existing_columns]
     if missing:
-        return [Reject(f"{table}: the new key names column(s) {', '.join(missing)}, which the mirror lacks")]
+        return [Reject(f"the new key names column(s) {', '.join(missing)}, which the mirror lacks")]
     if tuple(new_key) == tuple(key):
         return [RecordOnly("the handle key is unchanged")]
     return [ChangeKey(table, tuple(new_key))]

@@ -11,7 +11,7 @@ from mirror import delta_rows, expected_rows
 from pyspark.sql import types as T
 
 from ingest.apply.convert import is_widening
-from ingest.errors import SchemaChangeRejected
+from ingest.errors import TablesStopped
 from ingest.model import TableId
 from testkit.sample import Stream
 
@@ -98,9 +98,9 @@ def test_a_type_change_delta_cannot_widen_stops_with_table_column_types_and_posi
     s.ddl("app", "m", "ALTER TABLE `m` MODIFY COLUMN `note` int(11) DEFAULT NULL", s.tso(3), "ALTER")
     s.watermark(s.tso(4))
     with pytest.raises(
-        SchemaChangeRejected,
+        TablesStopped,
         match=r"app\.m: column note: string -> int \(int\(11\)\) is not a widening.*"
-        r"policy \"fail\"; stream stopped before cdc/0@1",
+        r"policy \"fail\"; the table stopped before cdc/0@1",
     ):
         run(s)
     entries = (
@@ -123,8 +123,8 @@ def test_create_table_like_and_an_unknown_ddl_skipped_by_policy(spark, run, lake
         "_tidb": {"commitTs": ts},
     })  # fmt: skip
     s.watermark(s.tso(5))
-    with pytest.raises(SchemaChangeRejected, match="ALTER CHECK"):
-        run(s)  # the default policy stops before a DDL it does not know
+    with pytest.raises(TablesStopped, match="ALTER CHECK"):
+        run(s)  # the default policy stops the table before a DDL it does not know
     run(s, **{"unknown-ddl": "skip"})
     copied = spark.read.format("delta").load(f"{lake}/app/m2")
     assert {f.name: f.dataType.simpleString() for f in copied.schema} == schema(spark, lake)
@@ -153,7 +153,7 @@ def test_type_change_policy_rewrite_casts_every_row_or_refuses(spark, run, lake)
     s.modify_column(m, "qty", "int(11)", s.tso(6))
     s.watermark(s.tso(7))
     with pytest.raises(
-        SchemaChangeRejected, match=r"1 row\(s\) hold values that do not convert.*policy \"rewrite\""
+        TablesStopped, match=r"1 row\(s\) hold values that do not convert.*policy \"rewrite\""
     ):
         run(s, **{"type-change": "rewrite"})
 

@@ -46,7 +46,7 @@ CHILD = textwrap.dedent(
         pipeline._apply_table = second_table_dies
     elif point == "mid-ddl":
         # After ALTER TABLE ADD COLUMNS has committed, before the back-fill of existing rows.
-        schema.convert = types.SimpleNamespace(spark_type=schema.convert.spark_type, from_wire=die)
+        schema.convert = types.SimpleNamespace(**{**vars(schema.convert), "from_wire": die})
     sys.exit(main(["run", "--input", sys.argv[2], "--target-path", sys.argv[3]]))
     """
 )

@@ -10,7 +10,7 @@ from delta.tables import DeltaTable
 from mirror import delta_rows, expected_rows
 
 from ingest.config import IngestConfig
-from ingest.errors import ConfigError, SchemaChangeRejected, TooManyBadRecords
+from ingest.errors import ConfigError, TablesStopped, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state.progress import load_progress
@@ -386,14 +386,18 @@ def test_canal_json_without_the_tidb_extension_is_refused(spark, run, lake):
     assert not DeltaTable.isDeltaTable(spark, f"{lake}/app/t")
 
 
-def test_unsupported_ddl_stops_before_progress_moves(spark, run, lake):
+def test_an_unsupported_ddl_stops_its_table_just_below_it_and_keeps_what_follows(spark, run, lake):
     stream, t = simple_stream()
     stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
     stream.ddl("app", "t", "ALTER TABLE `t` TRUNCATE PARTITION `p0`", stream.tso(t + 1), "ALTER")
-    stream.watermark(stream.tso(t + 2))
-    with pytest.raises(SchemaChangeRejected, match=r"TRUNCATE PARTITION.*stream stopped before cdc/0@\d+"):
+    stream.insert(T, {"id": 2, "v": "b"}, stream.tso(t + 2))
+    stream.watermark(stream.tso(t + 3))
+    with pytest.raises(TablesStopped, match=r"TRUNCATE PARTITION.*the table stopped before cdc/0@\d+"):
         run(stream)
-    assert load_progress(spark, f"{lake}/_ingest", "default").run_id == 0
+    # The row before the DDL is applied; the DDL and the row after it wait in the buffer, durably.
+    assert delta_rows(spark, str(lake), T) == expected_rows(stream, T, stream.tso(t))
+    committed = load_progress(spark, f"{lake}/_ingest", "default")
+    assert committed.run_id == 1 and committed.buffered == 2
 
 
 def test_partition_outside_the_configured_set_is_a_configuration_error(spark, run, lake):

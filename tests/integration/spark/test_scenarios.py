@@ -16,7 +16,7 @@ from delta.tables import DeltaTable
 from mirror import delta_rows
 
 from ingest.config import IngestConfig
-from ingest.errors import ConfigError, SchemaChangeRejected
+from ingest.errors import ConfigError, TablesStopped
 from ingest.model import PartitionId, TableId
 from ingest.pipeline import run_files
 from ingest.state import progress as progress_module
@@ -498,9 +498,7 @@ def test_30_table_without_any_key_is_refused_with_a_clear_error(spark, tmp_path)
     lake, s = tmp_path / "lake", stream()
     s.ddl("app", "nokey", "CREATE TABLE `app`.`nokey` (`a` int(11), `b` int(11))", s.tso(50), "CREATE")
     s.watermark(s.tso(60))
-    with pytest.raises(
-        SchemaChangeRejected, match=r"app.nokey has no primary key and no NOT NULL unique key"
-    ):
+    with pytest.raises(TablesStopped, match=r"app.nokey has no primary key and no NOT NULL unique key"):
         mirror(spark, s, tmp_path, lake)
 
 
