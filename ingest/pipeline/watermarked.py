@@ -183,27 +183,21 @@ def _process(
     ) -> TableReport | None:
         if table in stopped:
             return None
-        try:
-            report, states[table], refused = _apply_table(
-                spark,
-                config,
-                table,
-                dml,
-                signatures,
-                by_table.get(table, []),
-                min(bound, bounds.get(table, g)),
-                committed,
-                run_id,
-                schemas,
-                held_through,
-                renames or {},
-                stamps.get(table),
-            )
-        except SchemaChangeRejected as exc:
-            if exc.commit_ts is None:
-                raise
-            stop(table, exc, exc.commit_ts)
-            return None
+        report, states[table], refused = _apply_table(
+            spark,
+            config,
+            table,
+            dml,
+            signatures,
+            by_table.get(table, []),
+            min(bound, bounds.get(table, g)),
+            committed,
+            run_id,
+            schemas,
+            held_through,
+            renames or {},
+            stamps.get(table),
+        )
         if table in reports:
             reports[table].absorb(report)
         else:
@@ -473,6 +467,7 @@ def _apply_table(
     mine = [s for s in signatures if s.table == table]
     has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= g for s in mine)
     report = TableReport(table, applied_ts=state.applied_ts)
+    refused: SchemaChangeRejected | None = None
     grouped: set[int] = set()
     steps = order.plan_table_steps(table, state, admitted, g, has_rows)
     if row_stamps is not None:
@@ -497,12 +492,11 @@ def _apply_table(
                     rename_group=group,
                     first_of_group=first,
                 )
-            except SchemaChangeRejected as refused:
-                if refused.commit_ts is None:
+            except SchemaChangeRejected as exc:
+                if exc.commit_ts is None:
                     raise
-                state = replace(state, applied_ts=max(state.applied_ts, applied_before))
-                report.applied_ts = state.applied_ts
-                return report, state, refused
+                refused = exc
+                break
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
@@ -519,7 +513,7 @@ def _apply_table(
         if name:
             with table_state.exclusive_write():
                 apply_schema.register_catalog_table(spark, name, path)
-    return report, state, None
+    return report, state, refused
 
 
 def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:
