@@ -41,6 +41,7 @@ from ingest.pipeline.batch import (
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.schema_change import apply_change
+from ingest.pipeline.sessions import TableSessions
 from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
 from ingest.registry import SchemaRegistry
@@ -108,25 +109,42 @@ def _process(
     ordered = sorted(reads)
     position = {table: number for number, table in enumerate(ordered, start=1)}
 
+    leases = TableSessions(spark, dml, config.table_parallelism)
+
+    def apply(table: TableId, second_pass: bool = False) -> tuple[TableReport, TableState]:
+        with leases.lease() as lease:
+            return _apply_table(
+                lease.session,
+                config,
+                table,
+                reads[table],
+                lease.dml,
+                book,
+                committed,
+                run_id,
+                second_pass=second_pass,
+            )
+
     def first_pass(table: TableId) -> tuple[TableReport, TableState]:
         logger.info("run %d: table %d/%d: %s", run_id, position[table], len(ordered), table)
-        return _apply_table(spark, config, table, reads[table], dml, book, committed, run_id)
+        return apply(table)
 
-    applied = apply_tables(spark, ordered, first_pass, config.table_parallelism)
-    reports = {table: applied[table][0] for table in ordered}
-    states: dict[TableId, TableState] = {
-        **committed.tables,
-        **{t: state for t, (_, state) in applied.items()},
-    }
-    conversion_bad = sum(r.quarantined for r in reports.values())
-    check_bad_ratio(config, bad + conversion_bad, records)
-    # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.
-    for table, report in reports.items():
-        if report.held_through is not None:
-            later, states[table] = _apply_table(
-                spark, config, table, reads[table], dml, book, committed, run_id, second_pass=True
-            )
-            report.absorb(later)
+    try:
+        applied = apply_tables(spark, ordered, first_pass, config.table_parallelism, sessions=leases)
+        reports = {table: applied[table][0] for table in ordered}
+        states: dict[TableId, TableState] = {
+            **committed.tables,
+            **{t: state for t, (_, state) in applied.items()},
+        }
+        conversion_bad = sum(r.quarantined for r in reports.values())
+        check_bad_ratio(config, bad + conversion_bad, records)
+        # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.
+        for table, report in reports.items():
+            if report.held_through is not None:
+                later, states[table] = apply(table, second_pass=True)
+                report.absorb(later)
+    finally:
+        leases.close()
 
     resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
     progress.commit_progress(

@@ -4,7 +4,9 @@ Each table's apply is a chain of small Spark jobs and Delta log reads that mostl
 side by side they overlap. Their commits take turns (``state.table_state.committing``). A table that fails
 does not stop the others already started, so the batch reports every failed table, and the caller moves
 progress only when none failed. Each thread inherits the calling thread's Spark job group, scheduler pool and
-tags, so cancelling the caller's jobs (a notebook's cancel, ``interruptTag``) reaches every table's jobs too.
+tags, and a table session leased in it carries the same tags, so cancelling the caller's job group reaches
+every table's jobs too; a caller interrupted while waiting (a notebook's cancel) interrupts every table
+session's operations before it returns.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.util import inheritable_thread_target
 
 from ingest.errors import TablesFailed
+from ingest.pipeline.sessions import TableSessions
 
 R = TypeVar("R")
 K = TypeVar("K")
@@ -29,6 +32,7 @@ def apply_tables(
     apply: Callable[[K], R],
     parallelism: int,
     stop: Callable[[], bool] = lambda: False,
+    sessions: TableSessions | None = None,
 ) -> dict[K, R]:
     """``apply`` each table, at most ``parallelism`` at once; a table not yet started when ``stop()`` turns
     true is left untouched (absent from the result).
@@ -59,9 +63,17 @@ def apply_tables(
                 break
     else:
         inherited = inheritable_thread_target(spark)(run)  # captures the caller's properties and tags now
-        with ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="ingest-table") as pool:
+        pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="ingest-table")
+        try:
             for future in [pool.submit(inherited, table) for table in tables]:
                 future.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            if sessions is not None:
+                sessions.interrupt()
+            raise
+        finally:
+            pool.shutdown(wait=True)
     failed = [(table, failures[table]) for table in tables if table in failures]
     if len(failed) == 1:
         raise failed[0][1]

@@ -43,6 +43,7 @@ from ingest.pipeline.ddl import apply_database_ddl, apply_ddl
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.segments import apply_segment
+from ingest.pipeline.sessions import TableSessions
 from ingest.pipeline.tied import RenameGroups, TiedGroup, rename_groups, tied_groups, tied_stop
 from ingest.plan import schema as plan_schema
 from ingest.plan.renames import RenameGroup
@@ -173,6 +174,7 @@ def _process(
 
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
+    sessions = TableSessions(spark, dml, config.table_parallelism)
 
     # A DDL refused on a table stops that table (and the tables it ties it to) just below the DDL; the rest
     # of the batch goes on, and the stopped tables' later changes wait in the buffer.
@@ -183,21 +185,22 @@ def _process(
     ) -> TableReport | None:
         if table in stopped:
             return None
-        report, states[table], refused = _apply_table(
-            spark,
-            config,
-            table,
-            dml,
-            signatures,
-            by_table.get(table, []),
-            min(bound, bounds.get(table, g)),
-            committed,
-            run_id,
-            schemas,
-            held_through,
-            renames or {},
-            stamps.get(table),
-        )
+        with sessions.lease() as lease:
+            report, states[table], refused = _apply_table(
+                lease.session,
+                config,
+                table,
+                lease.dml,
+                signatures,
+                by_table.get(table, []),
+                min(bound, bounds.get(table, g)),
+                committed,
+                run_id,
+                schemas,
+                held_through,
+                renames or {},
+                stamps.get(table),
+            )
         if table in reports:
             reports[table].absorb(report)
         else:
@@ -262,24 +265,29 @@ def _process(
             if over_bad_ratio(config, bad + sum(r.quarantined for r in list(reports.values())), records):
                 over.append(True)  # the batch fails whatever comes next: leave the remaining tables untouched
 
-    apply_tables(spark, groups, first_pass, 1, stop=lambda: bool(over))
-    apply_tables(
-        spark,
-        [t for t in tables if t not in tied],
-        first_pass,
-        config.table_parallelism,
-        stop=lambda: bool(over),
-    )
-    conversion_bad = sum(r.quarantined for r in reports.values())
-    check_bad_ratio(config, bad + conversion_bad, records)
-    # Second pass, each checked as it ends: once the batch is known to fail, what is left stays untouched.
-    for group in groups:
-        if any(t in deferred for t in group.tables):
-            apply_group(group, False)
+    try:
+        apply_tables(spark, groups, first_pass, 1, stop=lambda: bool(over), sessions=sessions)
+        apply_tables(
+            spark,
+            [t for t in tables if t not in tied],
+            first_pass,
+            config.table_parallelism,
+            stop=lambda: bool(over),
+            sessions=sessions,
+        )
+        conversion_bad = sum(r.quarantined for r in reports.values())
+        check_bad_ratio(config, bad + conversion_bad, records)
+        # Second pass, each checked as it ends: once the batch is known to fail, what is left stays
+        # untouched.
+        for group in groups:
+            if any(t in deferred for t in group.tables):
+                apply_group(group, False)
+                check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
+        for table in sorted((t for t in deferred if t not in tied), key=position.__getitem__):
+            apply(table, held(table, False))
             check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
-    for table in sorted((t for t in deferred if t not in tied), key=position.__getitem__):
-        apply(table, held(table, False))
-        check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
+    finally:
+        sessions.close()
     pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
     pending_rows, pending_records = _pending_counts(pending)
     for table, count in pending_rows.items():
@@ -500,7 +508,17 @@ def _apply_table(
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
-                spark, config, path, step, dml, mine, state, run_id, report, schemas, held_through
+                spark,
+                config,
+                path,
+                step,
+                dml,
+                mine,
+                state,
+                run_id,
+                report,
+                schemas,
+                held_through,
             )
             if report.held_through is not None and held_through is None:
                 report.applied_ts = state.applied_ts
@@ -511,7 +529,7 @@ def _apply_table(
     if config.table_name_template and apply_schema.table_exists(spark, path):
         name = config.catalog_name(table.schema, table.table)
         if name:
-            with table_state.exclusive_write():
+            with table_state.exclusive_write(spark):
                 apply_schema.register_catalog_table(spark, name, path)
     return report, state, refused
 

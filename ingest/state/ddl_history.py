@@ -70,7 +70,7 @@ def record(
     path = history_path(state_path)
     new = spark.createDataFrame([row], SCHEMA)
     # Tables applied in parallel record into the one history table: they take turns.
-    with exclusive_write():
+    with exclusive_write(spark):
         if not delta_io.prepare_to_create(spark, path):
             delta_io.create_table(spark, path, SCHEMA)
         with committing(spark, f"ddl history: {table} at {ddl.commit_ts}", _txn(table, ddl, action)):

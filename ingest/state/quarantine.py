@@ -83,7 +83,7 @@ def write(
         + " AND q.error <=> r.error"
     )
     # Tables applied in parallel quarantine into the one table: they take turns.
-    with exclusive_write():
+    with exclusive_write(spark):
         if not delta_io.prepare_to_create(spark, path):
             delta_io.create_table(spark, path, SCHEMA)
         delta_io.merge(spark, path, rows, same, "WHEN NOT MATCHED THEN INSERT *", target="q", alias="r")

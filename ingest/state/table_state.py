@@ -9,6 +9,7 @@ one recorded for the stream, so a replayed segment is a no-op even before our ro
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -104,17 +105,34 @@ def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None
     return None
 
 
+COMMIT_CONFS = (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION)
+
 # Delta reads commit metadata and transaction ids from session confs, which every thread of a session
-# shares. Tables applied in parallel therefore take turns at writing: a commit holds this lock from setting
-# its confs to unsetting them, and so does every other write made while tables are being applied, which
-# would otherwise carry another table's metadata (or be skipped under its transaction id).
-_WRITE_LOCK = threading.RLock()
+# shares. Writes through one session therefore take turns: a commit holds its session's lock from setting
+# its confs to unsetting them, and so does every other write made through that session while tables are
+# being applied, which would otherwise carry another table's metadata (or be skipped under its transaction
+# id). Tables applied in sessions of their own commit at the same time.
+_SESSION_LOCKS: weakref.WeakKeyDictionary[SparkSession, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+# Writes into the mirror's own shared tables (quarantine, DDL history) and the catalog take turns across
+# sessions too: each may create its table first, and concurrent MERGEs into one table conflict.
+_SHARED_LOCK = threading.RLock()
+
+
+def _session_lock(spark: SparkSession) -> threading.RLock:
+    with _LOCKS_GUARD:
+        lock = _SESSION_LOCKS.get(spark)
+        if lock is None:
+            lock = _SESSION_LOCKS[spark] = threading.RLock()
+        return lock
 
 
 @contextmanager
-def exclusive_write() -> Iterator[None]:
-    """Hold the session's write turn (reentrant) for writes that set no confs of their own."""
-    with _WRITE_LOCK:
+def exclusive_write(spark: SparkSession) -> Iterator[None]:
+    """The turn at writing the mirror's shared tables, and ``spark``'s write turn (both reentrant), for
+    writes that set no confs of their own. Always taken in this order, so no two threads wait on each
+    other."""
+    with _SHARED_LOCK, _session_lock(spark):
         yield
 
 
@@ -127,7 +145,7 @@ def txn_version(applied_ts: int) -> int:
 def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None = None) -> Iterator[None]:
     """Session confs that Delta reads for the next commit(s), unset afterwards; the write turn is held
     throughout (:func:`exclusive_write`)."""
-    with _WRITE_LOCK:
+    with _session_lock(spark):
         spark.conf.set(CONF_USER_METADATA, metadata)
         if txn is not None:
             spark.conf.set(CONF_TXN_APP_ID, txn[0])
@@ -135,7 +153,7 @@ def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None =
         try:
             yield
         finally:
-            for key in (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION):
+            for key in COMMIT_CONFS:
                 spark.conf.unset(key)
 
 

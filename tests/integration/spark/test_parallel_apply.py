@@ -1,34 +1,109 @@
-"""Tables applied from a thread pool run their Spark jobs under the caller's tags and job group."""
+"""Tables applied from a thread pool, each in a Spark session of its own: the caller's tags, job group and
+settings go with them, their commits carry their own metadata and overlap, and the caller's session is left
+as it was."""
 
 import threading
+from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
+from ingest.apply import delta_io
+from ingest.config import IngestConfig
 from ingest.model import TableId
+from ingest.pipeline import run_files
 from ingest.pipeline.parallel import apply_tables
+from ingest.pipeline.sessions import TableSessions
+from ingest.state.table_state import COMMIT_CONFS, CONF_USER_METADATA, committing, read_table_state
+from testkit.sample import Stream
 
 TABLES = [TableId("shop", name) for name in "abcd"]
 
 
 @pytest.mark.both_modes
-def test_every_table_thread_runs_under_the_callers_tags(spark):
+def test_every_table_thread_runs_under_the_callers_tags_in_a_session_of_its_own(spark):
     spark.addTag("mirror-batch-7")
-    seen: dict[TableId, tuple[set[str], str]] = {}
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    dml = spark.range(5).withColumn("even", F.col("id") % 2 == 0)
+    sessions = TableSessions(spark, dml, 3)
+    seen: dict[TableId, tuple[set[str], str, object, str]] = {}
 
     def apply(table: TableId) -> int:
-        seen[table] = (set(spark.getTags()), threading.current_thread().name)
-        return spark.range(3).count()
+        with sessions.lease() as lease:
+            assert lease.own
+            tags = set(lease.session.getTags())
+            partitions = lease.session.conf.get("spark.sql.shuffle.partitions")
+            seen[table] = (tags, threading.current_thread().name, lease.session, partitions)
+            return lease.dml.where("even").count()
 
     try:
-        results = apply_tables(spark, TABLES, apply, parallelism=3)
+        results = apply_tables(spark, TABLES, apply, parallelism=3, sessions=sessions)
     finally:
+        sessions.close()
         spark.removeTag("mirror-batch-7")
+        spark.conf.unset("spark.sql.shuffle.partitions")
 
-    assert results == dict.fromkeys(TABLES, 3)
-    assert all(name.startswith("ingest-table") for _, name in seen.values())  # really the pool's threads
-    assert {table: "mirror-batch-7" in tags for table, (tags, _) in seen.items()} == dict.fromkeys(
+    assert results == dict.fromkeys(TABLES, 3)  # the batch's rows, read in each table's session
+    assert all(name.startswith("ingest-table") for _, name, _, _ in seen.values())  # the pool's threads
+    assert {table: "mirror-batch-7" in tags for table, (tags, *_) in seen.items()} == dict.fromkeys(
         TABLES, True
     )
+    assert all(session is not spark for _, _, session, _ in seen.values())
+    assert {partitions for *_, partitions in seen.values()} == {"7"}  # the caller's settings came along
+
+
+@pytest.mark.both_modes
+def test_tables_commit_at_the_same_time_each_with_its_own_metadata(spark, tmp_path: Path):
+    """Four tables hold their commit settings at once (one session would make them take turns, and the
+    barrier inside would never open); each commit carries its own table's metadata."""
+    paths = {table: str(tmp_path / table.table) for table in TABLES}
+    for path in paths.values():
+        spark.range(1).write.format("delta").save(path)
+    sessions = TableSessions(spark, spark.range(1), len(TABLES))
+    inside = threading.Barrier(len(TABLES), timeout=120)
+
+    def apply(table: TableId) -> None:
+        with sessions.lease() as lease, committing(lease.session, f"commit of {table}"):
+            inside.wait()
+            lease.session.range(2).write.format("delta").mode("append").save(paths[table])
+
+    try:
+        apply_tables(spark, TABLES, apply, parallelism=len(TABLES), sessions=sessions)
+    finally:
+        sessions.close()
+    last = {
+        table: delta_io.history(spark, path, 1).select("userMetadata").first()["userMetadata"]
+        for table, path in paths.items()
+    }
+    assert last == {table: f"commit of {table}" for table in TABLES}
+    assert spark.conf.get(CONF_USER_METADATA, None) is None
+
+
+@pytest.mark.both_modes
+def test_a_batch_applied_in_table_sessions_leaves_the_callers_session_as_it_was(spark, tmp_path: Path):
+    """Three tables, two at a time, each in a session of its own: the tables hold upstream's rows, each
+    commit its own table's state, and the caller's session keeps no commit setting."""
+    s = Stream(topic="cdc", partitions=2)
+    for name in "abc":
+        s.create_table(f"CREATE TABLE `app`.`{name}` (`id` BIGINT PRIMARY KEY, `v` VARCHAR(16))", s.tso(1))
+        for key in range(4):
+            s.insert(TableId("app", name), {"id": key, "v": f"{name}{key}"}, s.tso(2))
+        s.update(TableId("app", name), (1,), {"v": "new"}, s.tso(3))
+    s.watermark(s.tso(4))
+    s.write(tmp_path / "in")
+    before = {key: spark.conf.get(key, None) for key in (*COMMIT_CONFS, "spark.sql.shuffle.partitions")}
+    config = IngestConfig.from_params(
+        {"input": str(tmp_path / "in"), "target-path": str(tmp_path / "lake"), "table-parallelism": "2"}
+    )
+    result = run_files(spark, config)
+    assert {str(t): r.upserted for t, r in result.tables.items()} == dict.fromkeys(
+        ["app.a", "app.b", "app.c"], 4
+    )
+    assert {key: spark.conf.get(key, None) for key in before} == before
+    rows = spark.read.format("delta").load(config.table_path("app", "b")).orderBy("id").collect()
+    assert [(r["id"], r["v"]) for r in rows] == [(0, "b0"), (1, "new"), (2, "b2"), (3, "b3")]
+    for name in "abc":
+        assert read_table_state(spark, config.table_path("app", name)).applied_ts == result.global_watermark
 
 
 def test_every_table_that_fails_is_reported_and_the_others_finish(spark):
