@@ -1,8 +1,8 @@
 """Tables of one batch applied at once from a bounded pool of driver threads. Wiring.
 
-Each table's apply is a chain of small Spark jobs and Delta log reads that mostly wait on the driver; run
-side by side they overlap. Their commits take turns (``state.table_state.committing``). A table that fails
-does not stop the others already started, so the batch reports every failed table, and the caller moves
+Each table's apply is a chain of small Spark jobs and Delta log reads that mostly wait on the driver; run side
+by side they overlap, and in sessions of their own (``pipeline.sessions``) so do their commits. A table that
+fails does not stop the others already started, so the batch reports every failed table, and the caller moves
 progress only when none failed. Each thread inherits the calling thread's Spark job group, scheduler pool and
 tags, and a table session leased in it carries the same tags, so cancelling the caller's job group reaches
 every table's jobs too; a caller interrupted while waiting (a notebook's cancel) interrupts every table

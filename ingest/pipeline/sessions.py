@@ -8,9 +8,11 @@ catalog. The batch's decoded rows reach a table session as a view over the calle
 temporary view on classic Spark, a temporary view cloned with the session on Connect), so their cached
 blocks are read, not decoded again.
 
-A session is leased to one table at a time and returned to the pool after it; the caller's job tags go
-with it. Where a session cannot be made (a runtime that refuses it), every table runs in the caller's
-session and takes turns at committing, as a single session must.
+A session is leased to one table at a time and returned to the pool after it; the caller's job tags go with
+it. Classic sessions are kept for the caller's next batches (a long-running mirror makes thousands), their
+confs copied again from the caller's at each batch; Connect clones are released after each batch. Where a
+session cannot be made (a runtime that refuses it), every table runs in the caller's session and takes turns
+at committing, as a single session must.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import queue
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +43,11 @@ class Lease:
     session: SparkSession
     dml: DataFrame
     own: bool
+
+
+# Classic table sessions a caller's earlier batches made and no batch is using now.
+_KEPT: weakref.WeakKeyDictionary[SparkSession, list[SparkSession]] = weakref.WeakKeyDictionary()
+_KEPT_GUARD = threading.Lock()
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -96,6 +104,9 @@ class TableSessions:
         if is_connect(self._spark):
             for session in self._made:
                 _release(session)
+        else:
+            with _KEPT_GUARD:
+                _KEPT.setdefault(self._spark, []).extend(self._made)
         self._made.clear()
 
     def _view_name(self, session: SparkSession) -> str:
@@ -139,7 +150,9 @@ class TableSessions:
         if is_connect(spark):
             clone: SparkSession = spark.cloneSession()  # type: ignore[attr-defined]
             return clone
-        session = spark.newSession()
+        with _KEPT_GUARD:
+            kept = _KEPT.get(spark)
+            session = kept.pop() if kept else spark.newSession()
         _copy_confs(spark.conf.getAll, session)
         return session
 

@@ -125,3 +125,26 @@ def test_every_table_that_fails_is_reported_and_the_others_finish(spark):
         apply_tables(spark, TABLES, apply, parallelism=2)
     assert [table for table, _ in failed.value.failures] == [TABLES[0], TABLES[2]]
     assert sorted(finished) == [TABLES[1], TABLES[3]]
+
+
+def test_classic_table_sessions_are_kept_across_batches_with_the_callers_confs_of_each_batch(spark):
+    """A long-running mirror makes thousands of batches: their classic sessions are made once, and each batch
+    hands them the caller's confs as they are then."""
+
+    def one_batch() -> tuple[object, str]:
+        sessions = TableSessions(spark, spark.range(3), 1)
+        try:
+            with sessions.lease() as lease:
+                return lease.session, lease.session.conf.get("spark.sql.shuffle.partitions")
+        finally:
+            sessions.close()
+
+    try:
+        spark.conf.set("spark.sql.shuffle.partitions", "5")
+        first, partitions_then = one_batch()
+        spark.conf.set("spark.sql.shuffle.partitions", "6")
+        second, partitions_now = one_batch()
+    finally:
+        spark.conf.unset("spark.sql.shuffle.partitions")
+    assert second is first
+    assert (partitions_then, partitions_now) == ("5", "6")
