@@ -35,14 +35,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A session to apply one table in, and the batch's decoded rows as that session reads them.
-
-    ``own``: the session is the table's alone, not the caller's.
-    """
+    """A session to apply one table in, and the batch's decoded rows as that session reads them."""
 
     session: SparkSession
     dml: DataFrame
-    own: bool
 
 
 # Classic table sessions a caller's earlier batches made and no batch is using now.
@@ -65,6 +61,7 @@ class TableSessions:
         self._made: list[SparkSession] = []
         self._guard = threading.Lock()
         self._view: str | None = None
+        self._view_ref = ""  # the view's name as a table session reads it
         self._shared = False  # every table runs in the caller's session
 
     @contextmanager
@@ -72,13 +69,13 @@ class TableSessions:
         """A session for one table, with the caller's job tags (as seen in this thread) added to it."""
         session = self._take()
         if session is None:
-            yield Lease(self._spark, self._dml, own=False)
+            yield Lease(self._spark, self._dml)
             return
         tags = self._spark.getTags()
         for tag in tags:
             session.addTag(tag)
         try:
-            yield Lease(session, session.table(self._view_name(session)), own=True)
+            yield Lease(session, session.table(self._view_ref))
         finally:
             session.clearTags()
             self._idle.put(session)
@@ -109,12 +106,6 @@ class TableSessions:
                 _KEPT.setdefault(self._spark, []).extend(self._made)
         self._made.clear()
 
-    def _view_name(self, session: SparkSession) -> str:
-        assert self._view is not None
-        if is_connect(session):
-            return self._view
-        return f"{self._spark.conf.get('spark.sql.globalTempDatabase', 'global_temp')}.{self._view}"
-
     def _take(self) -> SparkSession | None:
         try:
             return self._idle.get_nowait()
@@ -144,8 +135,10 @@ class TableSessions:
             name = f"ingest_dml_{uuid.uuid4().hex}"
             if is_connect(spark):
                 self._dml.createOrReplaceTempView(name)  # cloned with each session
+                self._view_ref = name
             else:
                 self._dml.createOrReplaceGlobalTempView(name)
+                self._view_ref = f"{spark.conf.get('spark.sql.globalTempDatabase', 'global_temp')}.{name}"
             self._view = name
         if is_connect(spark):
             clone: SparkSession = spark.cloneSession()  # type: ignore[attr-defined]

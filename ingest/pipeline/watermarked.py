@@ -508,17 +508,7 @@ def _apply_table(
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(
-                spark,
-                config,
-                path,
-                step,
-                dml,
-                mine,
-                state,
-                run_id,
-                report,
-                schemas,
-                held_through,
+                spark, config, path, step, dml, mine, state, run_id, report, schemas, held_through
             )
             if report.held_through is not None and held_through is None:
                 report.applied_ts = state.applied_ts

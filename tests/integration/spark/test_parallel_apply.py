@@ -30,7 +30,7 @@ def test_every_table_thread_runs_under_the_callers_tags_in_a_session_of_its_own(
 
     def apply(table: TableId) -> int:
         with sessions.lease() as lease:
-            assert lease.own
+            assert lease.session is not spark
             tags = set(lease.session.getTags())
             partitions = lease.session.conf.get("spark.sql.shuffle.partitions")
             seen[table] = (tags, threading.current_thread().name, lease.session, partitions)
