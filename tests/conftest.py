@@ -86,6 +86,10 @@ def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     session = local_session(
         app_name="ticdc-ingest-tests", warehouse_dir=str(tmp_path_factory.mktemp("warehouse"))
     )
+    # Delta keeps each table path's log and cached snapshot for an hour, up to 10,000 paths: right for a
+    # mirror's few hundred tables, but every test writes tables at new paths, so one worker's JVM would hold
+    # thousands. Set before the first Delta read, which sizes the cache.
+    session.conf.set("spark.databricks.delta.delta.log.cacheSize", "64")
     yield session
     if not _connect_started:
         session.stop()

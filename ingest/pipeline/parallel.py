@@ -62,10 +62,14 @@ def apply_tables(
             if failures:
                 break
     else:
-        inherited = inheritable_thread_target(spark)(run)  # captures the caller's properties and tags now
         pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="ingest-table")
         try:
-            for future in [pool.submit(inherited, table) for table in tables]:
+            # Wrapped once per table: a wrapper installs the one copy of the caller's local properties it
+            # captured as its thread's own, so a wrapper shared by the pool's threads would have them all
+            # write one Properties object, where one table's SQL execution id leaks into another's jobs
+            # (their jobs are then never released by the scheduler: the driver's memory grows per batch).
+            futures = [pool.submit(inheritable_thread_target(spark)(run), table) for table in tables]
+            for future in futures:
                 future.result()
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -148,3 +148,27 @@ def test_classic_table_sessions_are_kept_across_batches_with_the_callers_confs_o
         spark.conf.unset("spark.sql.shuffle.partitions")
     assert second is first
     assert (partitions_then, partitions_now) == ("5", "6")
+
+
+def test_each_table_thread_has_its_own_copy_of_the_callers_local_properties(spark):
+    """Spark keeps a query's SQL execution id in the thread's local properties. Table threads that shared
+    one Properties object saw each other's ids: their jobs were filed under executions that had ended, which
+    the scheduler never releases (the driver's memory grew with every batch). Each thread writes its own
+    mark, waits until all have, and must read back its own."""
+    sc = spark.sparkContext  # classic only: Spark Connect keeps local properties on the server
+    sc.setLocalProperty("ingest.test.caller", "caller")
+    barrier = threading.Barrier(len(TABLES))
+    seen = {}
+
+    def apply(table: TableId) -> None:
+        inherited = sc.getLocalProperty("ingest.test.caller")
+        sc.setLocalProperty("ingest.test.mark", str(table))
+        barrier.wait(timeout=60)
+        seen[table] = (inherited, sc.getLocalProperty("ingest.test.mark"))
+
+    try:
+        apply_tables(spark, TABLES, apply, parallelism=len(TABLES))
+    finally:
+        sc.setLocalProperty("ingest.test.caller", None)
+    assert seen == {table: ("caller", str(table)) for table in TABLES}
+    assert sc.getLocalProperty("ingest.test.mark") is None  # the caller's own properties are untouched
