@@ -151,7 +151,11 @@ class TableSessions:
 
 
 def _copy_confs(confs: Mapping[str, str], session: SparkSession) -> None:
-    """The caller's settable confs (time zone, ANSI mode, Delta settings…) onto a new classic session."""
+    """The caller's settable confs (time zone, ANSI mode, Delta settings…) onto a classic table session; on a
+    session kept from an earlier batch, a conf the caller has unset since is unset too."""
+    for key in session.conf.getAll:
+        if key not in confs and key not in COMMIT_CONFS and session.conf.isModifiable(key):
+            session.conf.unset(key)
     for key, value in confs.items():
         if key in COMMIT_CONFS or not session.conf.isModifiable(key):
             continue

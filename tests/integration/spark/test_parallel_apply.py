@@ -129,25 +129,31 @@ def test_every_table_that_fails_is_reported_and_the_others_finish(spark):
 
 def test_classic_table_sessions_are_kept_across_batches_with_the_callers_confs_of_each_batch(spark):
     """A long-running mirror makes thousands of batches: their classic sessions are made once, and each batch
-    hands them the caller's confs as they are then."""
+    hands them the caller's confs as they are then, a conf the caller has since unset included."""
+    unset_later = "spark.sql.autoBroadcastJoinThreshold"
 
-    def one_batch() -> tuple[object, str]:
+    def one_batch() -> tuple[object, str, str | None]:
         sessions = TableSessions(spark, spark.range(3), 1)
         try:
             with sessions.lease() as lease:
-                return lease.session, lease.session.conf.get("spark.sql.shuffle.partitions")
+                conf = lease.session.conf
+                return lease.session, conf.get("spark.sql.shuffle.partitions"), conf.get(unset_later, None)
         finally:
             sessions.close()
 
     try:
         spark.conf.set("spark.sql.shuffle.partitions", "5")
-        first, partitions_then = one_batch()
+        spark.conf.set(unset_later, "1234")
+        first, partitions_then, threshold_then = one_batch()
         spark.conf.set("spark.sql.shuffle.partitions", "6")
-        second, partitions_now = one_batch()
+        spark.conf.unset(unset_later)
+        second, partitions_now, threshold_now = one_batch()
     finally:
         spark.conf.unset("spark.sql.shuffle.partitions")
+        spark.conf.unset(unset_later)
     assert second is first
     assert (partitions_then, partitions_now) == ("5", "6")
+    assert (threshold_then, threshold_now) == ("1234", None)
 
 
 def test_each_table_thread_has_its_own_copy_of_the_callers_local_properties(spark):
