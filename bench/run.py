@@ -1060,7 +1060,9 @@ class Bench:
             "",
             f"{self.sizes.small_batches:,} small MERGE batches into one table, as a mirror that MERGEs every "
             f"few seconds makes: each batch {size:,} rows, half of them updates of existing keys spread over "
-            "the whole table (each leaves a deletion vector on the file it hits), half inserts. The table is "
+            "the whole table, half inserts (the table stays below the product's copy-on-write limit, so each "
+            "MERGE rewrites the file its updates hit; a larger table gets a deletion vector instead). The "
+            "table is "
             "created by the product (`apply.schema.create_table`, every mirrored table's properties) and "
             "each batch is the product's MERGE (`apply.merge.apply_merge`, the commitTs guard, userMetadata "
             "and a txn id), without the rest of the pipeline: a full pipeline batch is measured in the "

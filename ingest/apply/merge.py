@@ -30,12 +30,23 @@ from ingest.apply import convert, delta_io
 from ingest.apply.delta_io import quote, sql_literal
 from ingest.model import MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
-from ingest.state.table_state import COMMIT_TS_COLUMN, committing
+from ingest.state.table_state import COMMIT_TS_COLUMN, committing, session_confs
 
 logger = logging.getLogger(__name__)
 
 RANK_COLUMN = "_tidb_rank"
+INSERT_COLUMN = "_tidb_insert"  # the change is an INSERT upstream
 BAD_COLUMN = "__bad"
+
+# A table of at most SMALL_TABLE_BYTES is MERGEd copy-on-write: the file a change touches is rewritten,
+# not kept with a deletion vector beside it. Writing deletion vectors takes Delta seven more Spark jobs
+# than rewriting a file of a few MiB (measured: 0.6-1.0 s per table and batch on two cores); on a larger
+# table a deletion vector costs less than rewriting each touched file. Set for that MERGE only, in the
+# session it runs in.
+SMALL_TABLE_BYTES = 32 * 1024 * 1024
+COPY_ON_WRITE_CONFS = {"spark.databricks.delta.merge.deletionVectors.persistent": "false"}
+# A small aggregate over a cached frame: one job, where adaptive execution makes a job of each stage.
+SUMMARY_CONFS = {"spark.sql.adaptive.enabled": "false"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +129,7 @@ def normalize(
         *MESSAGE_COLUMNS,
         "commit_ts",
         F.col("change.rank").alias(RANK_COLUMN),
+        (typ == insert).alias(INSERT_COLUMN),
         *typed,
         F.concat_ws("; ", *problems).alias(BAD_COLUMN),
     )
@@ -177,30 +189,50 @@ def converge_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]
 _BOUNDABLE = (int, str, Decimal, date)
 
 
-def key_bounds(changes: DataFrame, key: tuple[str, ...]) -> tuple[int, tuple[Any, Any] | None]:
-    """One pass over the normalized changes: how many are bad, and min/max of the rest's first key column.
+@dataclass(frozen=True, slots=True)
+class ChangeSummary:
+    """What one pass over a table's normalized changes says."""
+
+    bad: int  # changes whose values do not convert
+    bounds: tuple[Any, Any] | None  # min and max of the good changes' first key column, when boundable
+    only_inserts: bool  # every good change is an INSERT upstream
+
+
+def summarize(spark: SparkSession, changes: DataFrame, key: tuple[str, ...]) -> ChangeSummary:
+    """One pass over the normalized changes: how many are bad, the key bounds of the rest, and whether the
+    rest are all INSERTs.
 
     The bounds let the MERGE skip target files whose key range misses the batch (Delta prunes files by
     min/max statistics only for predicates on the target alone; ``t.k = s.k`` gives none).
     """
     good = F.col(BAD_COLUMN) == ""
     first = F.col(f"`{key[0]}`")
-    row = changes.agg(
-        F.count(F.when(~good, 1)).alias("bad"),
-        F.min(F.when(good, first)).alias("lo"),
-        F.max(F.when(good, first)).alias("hi"),
-    ).first()
+    with session_confs(spark, SUMMARY_CONFS):
+        row = changes.agg(
+            F.count(F.when(~good, 1)).alias("bad"),
+            F.min(F.when(good, first)).alias("lo"),
+            F.max(F.when(good, first)).alias("hi"),
+            F.count(F.when(good & ~F.col(INSERT_COLUMN), 1)).alias("not_inserts"),
+        ).first()
     if row is None:
-        return 0, None
+        return ChangeSummary(0, None, False)
     lo, hi = row["lo"], row["hi"]
     bounds = (lo, hi) if _boundable(lo) and _boundable(hi) else None
-    return int(row["bad"]), bounds
+    return ChangeSummary(int(row["bad"]), bounds, int(row["not_inserts"]) == 0)
 
 
 def first_bad_commit_ts(changes: DataFrame) -> int | None:
     """The commit_ts of the earliest normalized change whose values do not convert (None: there is none)."""
     row = changes.agg(F.min(F.when(F.col(BAD_COLUMN) != "", F.col("commit_ts"))).alias("first")).first()
     return None if row is None or row["first"] is None else int(row["first"])
+
+
+def _small(spark: SparkSession, path: str) -> bool:
+    """Whether the table at ``path`` holds at most ``SMALL_TABLE_BYTES``. Its size comes from the snapshot
+    the MERGE reads anyway, so asking costs no Spark job of its own."""
+    with session_confs(spark, SUMMARY_CONFS):
+        size = delta_io.detail(spark, path)["sizeInBytes"]
+    return size is not None and int(size) <= SMALL_TABLE_BYTES
 
 
 def _boundable(value: object) -> bool:
@@ -226,6 +258,7 @@ def apply_merge(
     bounds: tuple[Any, Any] | None = None,
     *,
     by_offset: bool = False,
+    insert_only: bool = False,
 ) -> MergeResult:
     """MERGE the net changes with the commit_ts guard; rebuilt on every retry (the schema may change).
 
@@ -234,6 +267,11 @@ def apply_merge(
 
     ``by_offset`` (TiCDC Avro): a DELETE carries no commitTs and always deletes; an upsert still never
     overwrites a row with a newer commitTs, and without commitTs (no TiDB extension) it always writes.
+
+    ``insert_only``: every change is an INSERT, of a key the target cannot hold at an older commit (changes
+    apply in commit order, so a key's earlier DELETE was applied before its INSERT): only the INSERT clause
+    is given, which Delta runs as one anti-join write, and a replayed INSERT still changes nothing.
+    A table of at most ``SMALL_TABLE_BYTES`` is written copy-on-write (``COPY_ON_WRITE_CONFS``).
     """
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key)
     if bounds is not None:
@@ -246,18 +284,23 @@ def apply_merge(
     else:
         newer_or_same, delete_guard = f"{t_ts} <= {s_ts}", f"{t_ts} < {s_ts}"
     upsert, delete = f"{rank} = {sql_literal(RANK_UPSERT)}", f"{rank} = {sql_literal(RANK_DELETE)}"
-    with committing(spark, metadata, txn):
-        stats = delta_io.merge(
-            spark,
-            path,
-            source,
-            condition,
+    insert = (
+        f"WHEN NOT MATCHED AND {upsert} THEN INSERT ({', '.join(names)}) "
+        f"VALUES ({', '.join(f's.{n}' for n in names)})"
+    )
+    clauses = (
+        [insert]
+        if insert_only
+        else [
             f"WHEN MATCHED AND {upsert} AND {newer_or_same} THEN UPDATE SET "
             + ", ".join(f"t.{n} = s.{n}" for n in names),
             f"WHEN MATCHED AND {delete} AND {delete_guard} THEN DELETE",
-            f"WHEN NOT MATCHED AND {upsert} THEN INSERT ({', '.join(names)}) "
-            f"VALUES ({', '.join(f's.{n}' for n in names)})",
-        )
+            insert,
+        ]
+    )
+    confs = COPY_ON_WRITE_CONFS if _small(spark, path) else {}
+    with committing(spark, metadata, txn, confs):
+        stats = delta_io.merge(spark, path, source, condition, *clauses)
     if not stats:
         return MergeResult(0, 0, 0)
     return MergeResult(

@@ -22,8 +22,8 @@ from ingest.apply.convert import column_type_of
 from ingest.apply.merge import (
     apply_merge,
     converge_effect,
-    key_bounds,
     normalize,
+    summarize,
     with_defaults,
 )
 from ingest.config import IngestConfig
@@ -257,7 +257,8 @@ def _apply_table(
     rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
     changes = cached(normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text))
     try:
-        bad_count, bounds = key_bounds(changes, info.key)
+        summary = summarize(spark, changes, info.key)
+        bad_count = summary.bad
         if bad_count and not second_pass:
             quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
@@ -274,7 +275,7 @@ def _apply_table(
             columns,
             state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),
             None,
-            bounds,
+            summary.bounds,
             by_offset=True,
         )
     finally:

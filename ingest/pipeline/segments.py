@@ -16,10 +16,10 @@ from ingest.apply.merge import (
     apply_merge,
     converge_effect,
     first_bad_commit_ts,
-    key_bounds,
     net_effect,
     normalize,
     segment_rows,
+    summarize,
     with_defaults,
 )
 from ingest.config import IngestConfig
@@ -83,7 +83,8 @@ def apply_segment(
     cached = spark_cached(normalize(rows, schema, key, config.timezone, codec.binary_text))
     try:
         changes = cached
-        bad_count, bounds = key_bounds(changes, key)
+        summary = summarize(spark, changes, key)
+        bad_count = summary.bad
         if bad_count and held_through is not None:
             # The first pass quarantined this table's bad rows up to ``held_through``; only later ones count.
             fresh = changes.where(F.col("commit_ts") > held_through)
@@ -124,8 +125,9 @@ def apply_segment(
             metadata,
             # A transaction id would skip a later segment ending at the same commit time (offset order).
             None if codec.offset_order else (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
-            bounds,
+            summary.bounds,
             by_offset=codec.offset_order,
+            insert_only=summary.only_inserts and not codec.offset_order,
         )
     finally:
         cached.unpersist()

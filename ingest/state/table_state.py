@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -142,10 +142,35 @@ def txn_version(applied_ts: int) -> int:
 
 
 @contextmanager
-def committing(spark: SparkSession, metadata: str, txn: tuple[str, int] | None = None) -> Iterator[None]:
-    """Session confs that Delta reads for the next commit(s), unset afterwards; the write turn is held
-    throughout (:func:`exclusive_write`)."""
+def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
+    """``confs`` set on ``spark`` for the enclosed work and put back as they were after it (unset when they
+    were not set); the session's write turn is held throughout, so no other thread of the session restores
+    them early or sees them outlive the work."""
     with _session_lock(spark):
+        before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in confs}
+        for key, value in confs.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, was in before.items():
+                if was is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, was)
+
+
+@contextmanager
+def committing(
+    spark: SparkSession,
+    metadata: str,
+    txn: tuple[str, int] | None = None,
+    confs: Mapping[str, str] | None = None,
+) -> Iterator[None]:
+    """Session confs that Delta reads for the next commit(s), unset afterwards; the write turn is held
+    throughout (:func:`exclusive_write`). ``confs``: more settings for these commits only (how to plan them),
+    put back afterwards."""
+    with _session_lock(spark), session_confs(spark, confs or {}):
         spark.conf.set(CONF_USER_METADATA, metadata)
         if txn is not None:
             spark.conf.set(CONF_TXN_APP_ID, txn[0])

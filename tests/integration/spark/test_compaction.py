@@ -2,7 +2,8 @@
 holds: each table's A_T, the as-of versions, and Delta's idempotent-write ids.
 
 Delta compacts only once 50 small files have piled up; the test lowers that threshold for its own session so
-that every batch is followed by a compaction commit.
+that every batch is followed by a compaction commit. Files pile up on a table above the copy-on-write limit
+(a smaller one has the file its MERGE touches rewritten), so the test lowers that limit too.
 """
 
 import pytest
@@ -10,6 +11,7 @@ from pyspark.sql import functions as F
 
 from ingest import asof
 from ingest.apply import delta_io
+from ingest.apply import merge as apply_merge_module
 from ingest.apply.merge import RANK_COLUMN, apply_merge
 from ingest.apply.schema import AUTO_COMPACT
 from ingest.config import IngestConfig
@@ -29,7 +31,8 @@ MIN_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
 
 
 @pytest.fixture
-def compact_early(spark):
+def compact_early(spark, monkeypatch):
+    monkeypatch.setattr(apply_merge_module, "SMALL_TABLE_BYTES", 0)
     spark.conf.set(MIN_FILES, "2")
     try:
         yield

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from ingest.apply.merge import BAD_COLUMN, key_bounds
+from ingest.apply.merge import BAD_COLUMN, INSERT_COLUMN, ChangeSummary, summarize
 from ingest.config import IngestConfig
 from ingest.pipeline import run_files
 from testkit.workload import Mix, Workload, WorkloadSpec, write_records
@@ -48,14 +48,27 @@ def test_merge_with_key_bounds_keeps_the_result_and_bounds_skip_files_outside(sp
 
 def test_timestamp_keys_get_no_bounds(spark):
     changes = spark.createDataFrame(
-        [(datetime(2026, 1, 1, 8), ""), (datetime(2026, 1, 2, 9), ""), (None, "missing key column k")],
-        f"k timestamp, {BAD_COLUMN} string",
+        [
+            (datetime(2026, 1, 1, 8), True, ""),
+            (datetime(2026, 1, 2, 9), True, ""),
+            (None, True, "missing key column k"),
+        ],
+        f"k timestamp, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
     )
-    assert key_bounds(changes, ("k",)) == (1, None)
+    assert summarize(spark, changes, ("k",)) == ChangeSummary(1, None, True)
 
 
 def test_integer_keys_are_bounded_by_the_good_changes_only(spark):
     changes = spark.createDataFrame(
-        [(5, ""), (9, ""), (1, "c: value will not convert")], f"k long, {BAD_COLUMN} string"
+        [(5, True, ""), (9, False, ""), (1, False, "c: value will not convert")],
+        f"k long, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
     )
-    assert key_bounds(changes, ("k",)) == (1, (5, 9))
+    assert summarize(spark, changes, ("k",)) == ChangeSummary(1, (5, 9), False)
+
+
+def test_only_inserts_looks_at_the_good_changes_only(spark):
+    changes = spark.createDataFrame(
+        [(5, True, ""), (1, False, "c: value will not convert")],
+        f"k long, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
+    )
+    assert summarize(spark, changes, ("k",)) == ChangeSummary(1, (5, 5), True)

@@ -1,0 +1,79 @@
+"""How a table's MERGE is planned: a segment of INSERTs only gets the INSERT clause alone, and a small table
+is rewritten copy-on-write instead of gaining deletion vectors; every plan leaves the rows upstream has."""
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from ingest.apply import merge as apply_merge_module
+from ingest.apply.merge import RANK_COLUMN, apply_merge
+from ingest.config import IngestConfig
+from ingest.order import RANK_UPSERT
+from ingest.pipeline import run_files
+from ingest.state.table_state import COMMIT_TS_COLUMN
+from testkit.workload import Mix, Workload, WorkloadSpec, write_records
+
+
+def _last_merge(spark, path: str) -> dict:
+    row = (
+        spark.sql(f"DESCRIBE HISTORY delta.`{path}`")
+        .where("operation = 'MERGE'")
+        .orderBy(F.col("version").desc())
+        .first()
+    )
+    assert row is not None
+    return {"parameters": dict(row["operationParameters"]), "metrics": dict(row["operationMetrics"])}
+
+
+def _mirrored_equals_upstream(spark, path: str, workload: Workload) -> None:
+    mirrored = {r["id"]: (r["c1"], r["c2"]) for r in spark.read.format("delta").load(path).collect()}
+    expected = {key: (row[1], row[2]) for key, row in workload.tables[0].rows.items()}
+    assert mirrored == expected
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["copy-on-write", "deletion-vectors"])
+def test_inserts_only_merge_with_the_insert_clause_and_the_table_size_picks_how_updates_are_written(
+    spark, tmp_path: Path, monkeypatch, small: bool
+):
+    if not small:
+        monkeypatch.setattr(apply_merge_module, "SMALL_TABLE_BYTES", 0)
+    workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY, width=3, partitions=2))
+    workload.create_tables()
+    workload.insert_rows(60)
+    lake = tmp_path / "lake"
+    path = str(lake / "bench" / "t0")
+    for step in ("inserts", "changes"):
+        if step == "changes":
+            workload.changes(80, Mix.UPDATE_HEAVY)
+        batch = tmp_path / step
+        write_records(workload.take(), batch, topic="tidb_cdc")
+        run_files(spark, IngestConfig.from_params({"input": str(batch), "target-path": str(lake)}))
+        merge = _last_merge(spark, path)
+        matched = json.loads(merge["parameters"]["matchedPredicates"])
+        if step == "inserts":
+            assert matched == []  # WHEN NOT MATCHED only: Delta's insert-only MERGE
+            assert int(merge["metrics"]["numTargetRowsInserted"]) == 60
+        else:
+            assert len(matched) == 2  # the guarded UPDATE and DELETE
+            assert int(merge["metrics"]["numTargetRowsUpdated"]) > 0
+            dvs = int(merge["metrics"]["numTargetDeletionVectorsAdded"])
+            assert (dvs == 0) if small else (dvs > 0)
+        _mirrored_equals_upstream(spark, path, workload)
+
+
+def test_an_insert_only_merge_leaves_a_key_the_target_already_holds(spark, tmp_path: Path):
+    """A replayed INSERT of a key that a later change has already updated must change nothing."""
+    path = str(tmp_path / "t")
+    spark.createDataFrame(
+        [(1, "updated later", 20)], f"id long, v string, {COMMIT_TS_COLUMN} long"
+    ).write.format("delta").save(path)
+    source = spark.createDataFrame(
+        [(1, "first insert", 10, RANK_UPSERT), (2, "new", 15, RANK_UPSERT)],
+        f"id long, v string, {COMMIT_TS_COLUMN} long, {RANK_COLUMN} int",
+    )
+    result = apply_merge(spark, path, source, ("id",), ["id", "v"], "{}", None, insert_only=True)
+    rows = {r["id"]: (r["v"], r[COMMIT_TS_COLUMN]) for r in spark.read.format("delta").load(path).collect()}
+    assert rows == {1: ("updated later", 20), 2: ("new", 15)}
+    assert (result.upserted, result.deleted) == (1, 0)
