@@ -40,7 +40,7 @@ BAD_COLUMN = "__bad"
 
 # A table of at most SMALL_TABLE_BYTES is MERGEd copy-on-write: the file a change touches is rewritten,
 # not kept with a deletion vector beside it. Writing deletion vectors takes Delta seven more Spark jobs
-# than rewriting a file of a few MiB (measured: 0.6-1.0 s per table and batch on two cores); on a larger
+# than rewriting a file of a few MiB (measured: 0.3-1.1 s per table and batch on two cores); on a larger
 # table a deletion vector costs less than rewriting each touched file. Set for that MERGE only, in the
 # session it runs in.
 SMALL_TABLE_BYTES = 32 * 1024 * 1024
