@@ -45,8 +45,9 @@ BAD_COLUMN = "__bad"
 # session it runs in.
 SMALL_TABLE_BYTES = 32 * 1024 * 1024
 COPY_ON_WRITE_CONFS = {"spark.databricks.delta.merge.deletionVectors.persistent": "false"}
-# A small aggregate over a cached frame: one job, where adaptive execution makes a job of each stage.
-SUMMARY_CONFS = {"spark.sql.adaptive.enabled": "false"}
+# Small queries planned whole (a table's aggregate over its cached changes, the snapshot DESCRIBE DETAIL
+# reads): one Spark job, where adaptive execution makes a job of each stage.
+WHOLE_PLAN_CONFS = {"spark.sql.adaptive.enabled": "false"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +208,7 @@ def summarize(spark: SparkSession, changes: DataFrame, key: tuple[str, ...]) -> 
     """
     good = F.col(BAD_COLUMN) == ""
     first = F.col(f"`{key[0]}`")
-    with session_confs(spark, SUMMARY_CONFS):
+    with session_confs(spark, WHOLE_PLAN_CONFS):
         row = changes.agg(
             F.count(F.when(~good, 1)).alias("bad"),
             F.min(F.when(good, first)).alias("lo"),
@@ -230,7 +231,7 @@ def first_bad_commit_ts(changes: DataFrame) -> int | None:
 def _small(spark: SparkSession, path: str) -> bool:
     """Whether the table at ``path`` holds at most ``SMALL_TABLE_BYTES``. Its size comes from the snapshot
     the MERGE reads anyway, so asking costs no Spark job of its own."""
-    with session_confs(spark, SUMMARY_CONFS):
+    with session_confs(spark, WHOLE_PLAN_CONFS):
         size = delta_io.detail(spark, path)["sizeInBytes"]
     return size is not None and int(size) <= SMALL_TABLE_BYTES
 
@@ -271,6 +272,7 @@ def apply_merge(
     ``insert_only``: every change is an INSERT, of a key the target cannot hold at an older commit (changes
     apply in commit order, so a key's earlier DELETE was applied before its INSERT): only the INSERT clause
     is given, which Delta runs as one anti-join write, and a replayed INSERT still changes nothing.
+
     A table of at most ``SMALL_TABLE_BYTES`` is written copy-on-write (``COPY_ON_WRITE_CONFS``).
     """
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key)
