@@ -318,7 +318,7 @@ class MergeTimer:
 
         def unbounded(*args: Any, **kwargs: Any) -> Any:
             kwargs.pop("bounds", None)
-            return original_apply(*args[:7], **kwargs)  # spark, path, source, key, columns, metadata, txn
+            return original_apply(*args[:6], **kwargs)  # spark, path, source, key, columns, metadata
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
@@ -976,6 +976,7 @@ class Bench:
         every: set[str] = set().union(*listed.values())
         sites = sorted(every, key=lambda site: (-serial[2][site], site))
         per_table_jobs = (sum(serial[2].values()) - sum(runs[1][2].values())) / max(some - 1, 1)
+        self.results["jobs_per_extra_table"] = per_table_jobs
         self.out(
             "## Many tables",
             "",
@@ -1064,8 +1065,8 @@ class Bench:
             "MERGE rewrites the file its updates hit; a larger table gets a deletion vector instead). The "
             "table is "
             "created by the product (`apply.schema.create_table`, every mirrored table's properties) and "
-            "each batch is the product's MERGE (`apply.merge.apply_merge`, the commitTs guard, userMetadata "
-            "and a txn id), without the rest of the pipeline: a full pipeline batch is measured in the "
+            "each batch is the product's MERGE (`apply.merge.apply_merge`, the commitTs guard and "
+            "userMetadata), without the rest of the pipeline: a full pipeline batch is measured in the "
             "tables above. "
             "Compaction on: the mirror's default (`delta.autoOptimize.autoCompact`: after a write, Delta "
             "decides whether small files are worth combining); off: the same table with the property set "
@@ -1110,9 +1111,7 @@ class Bench:
             )
             metadata = state_to_metadata(TableState(applied_ts=batch + 1), run_id=batch, step="bench")
             with stopwatch() as took:
-                apply_merge(
-                    self.spark, str(path), source, ("id",), list(definition.names), metadata, ("bench", batch)
-                )
+                apply_merge(self.spark, str(path), source, ("id",), list(definition.names), metadata)
             seconds += took[0]
             next_key += inserts
             if batch == count_at:

@@ -45,9 +45,16 @@ BAD_COLUMN = "__bad"
 # session it runs in.
 SMALL_TABLE_BYTES = 32 * 1024 * 1024
 COPY_ON_WRITE_CONFS = {"spark.databricks.delta.merge.deletionVectors.persistent": "false"}
-# Small queries planned whole (a table's aggregate over its cached changes, the snapshot DESCRIBE DETAIL
-# reads): one Spark job, where adaptive execution makes a job of each stage.
-WHOLE_PLAN_CONFS = {"spark.sql.adaptive.enabled": "false"}
+
+# Delta copies a MERGE's source before reading it twice (to find the touched files, then to write them)
+# unless the source reads Delta tables only, in case a second read of it differs. Ours is the net effect
+# of a cached frame that is a deterministic function of the batch's input, so a second read gives the same
+# rows, and the copy is a Spark job per MERGE for nothing. Delta also refuses a cached source it did not
+# copy, a check meant for cached Delta tables, whose cache does not pin a version; ours reads none.
+SOURCE_AS_IS_CONFS = {
+    "spark.databricks.delta.merge.materializeSource": "none",
+    "spark.databricks.delta.merge.failSourceCachedAfterMaterialization": "false",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +215,7 @@ def summarize(spark: SparkSession, changes: DataFrame, key: tuple[str, ...]) -> 
     """
     good = F.col(BAD_COLUMN) == ""
     first = F.col(f"`{key[0]}`")
-    with session_confs(spark, WHOLE_PLAN_CONFS):
+    with session_confs(spark, delta_io.WHOLE_PLAN_CONFS, optional=True):
         row = changes.agg(
             F.count(F.when(~good, 1)).alias("bad"),
             F.min(F.when(good, first)).alias("lo"),
@@ -231,7 +238,7 @@ def first_bad_commit_ts(changes: DataFrame) -> int | None:
 def _small(spark: SparkSession, path: str) -> bool:
     """Whether the table at ``path`` holds at most ``SMALL_TABLE_BYTES``. Its size comes from the snapshot
     the MERGE reads anyway, so asking costs no Spark job of its own."""
-    with session_confs(spark, WHOLE_PLAN_CONFS):
+    with session_confs(spark, delta_io.WHOLE_PLAN_CONFS, optional=True):
         size = delta_io.detail(spark, path)["sizeInBytes"]
     return size is not None and int(size) <= SMALL_TABLE_BYTES
 
@@ -255,7 +262,6 @@ def apply_merge(
     key: tuple[str, ...],
     columns: list[str],
     metadata: str,
-    txn: tuple[str, int] | None,
     bounds: tuple[Any, Any] | None = None,
     *,
     by_offset: bool = False,
@@ -300,8 +306,8 @@ def apply_merge(
             insert,
         ]
     )
-    confs = COPY_ON_WRITE_CONFS if _small(spark, path) else {}
-    with committing(spark, metadata, txn, confs):
+    confs = {**SOURCE_AS_IS_CONFS, **(COPY_ON_WRITE_CONFS if _small(spark, path) else {})}
+    with committing(spark, metadata, confs=confs):
         stats = delta_io.merge(spark, path, source, condition, *clauses)
     if not stats:
         return MergeResult(0, 0, 0)

@@ -274,7 +274,6 @@ def _apply_table(
             info.key,
             columns,
             state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),
-            None,
             summary.bounds,
             by_offset=True,
         )

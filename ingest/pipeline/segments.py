@@ -39,7 +39,7 @@ from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema
 from ingest.spark import cached as spark_cached
 from ingest.state import quarantine, schema_cache
-from ingest.state.table_state import state_to_metadata, txn_version
+from ingest.state.table_state import state_to_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ def apply_segment(
             report.quarantined += bad_count
         if bad_count and held_through is None:
             # Stop just below the first bad row; a second pass goes past it once the batch is known to stay
-            # within max-bad-ratio. The MERGE's transaction id names that lower bound, so the rest of the
-            # segment, applied by the second pass or by a re-run after a fix, is not taken for a replay.
+            # within max-bad-ratio. The commit's A_T names that lower bound, so the second pass, or a re-run
+            # after a fix, applies the rest of the segment from there.
             # Offset order admits rows below A_T again anyway, so there the table simply waits.
             report.held_through = segment.high
             first_bad = first_bad_commit_ts(changes)
@@ -123,8 +123,6 @@ def apply_segment(
             key,
             columns,
             metadata,
-            # A transaction id would skip a later segment ending at the same commit time (offset order).
-            None if codec.offset_order else (f"ticdc-ingest/{config.stream_id}", txn_version(segment.high)),
             summary.bounds,
             by_offset=codec.offset_order,
             insert_only=summary.only_inserts and not codec.offset_order,

@@ -1,13 +1,17 @@
 """How a Delta commit carries our per-table state, and Delta's idempotent-write ids.
 
 Each commit we make stores the table's state (A_T, D_T, DDL identities) as JSON in the commit's
-``userMetadata``, so the state moves atomically with the data and shows in ``DESCRIBE HISTORY``.
-MERGEs also carry ``txnAppId``/``txnVersion``: Delta skips a write whose version is not above the last
-one recorded for the stream, so a replayed segment is a no-op even before our row guard.
+``userMetadata``, so the state moves atomically with the data and shows in ``DESCRIBE HISTORY``. Each
+batch reads it back from the table before applying anything there, so a segment starts above what the
+table holds even when the mirror's progress lags behind it (a kill between a MERGE and the progress
+commit): no MERGE of ours is ever a replay, and it needs no transaction id. Delta's
+``txnAppId``/``txnVersion`` would skip a write whose version is not above the last one recorded, at the
+cost of rebuilding the table's transaction list on every commit; the mirror's own DDL history uses them.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -15,10 +19,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from ingest.apply import delta_io
 from ingest.model import TableState, tso_to_datetime
+
+logger = logging.getLogger(__name__)
 
 METADATA_KEY = "ticdc-ingest"
 CONF_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -71,6 +77,12 @@ def _payload(text: str | None) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
+def _history_rows(spark: SparkSession, path: str, limit: int | None) -> list[Row]:
+    # The command's rows are collected as they are: a projection or sort of them would be a Spark job of
+    # its own (a sort, three), per table and batch, on top of the job that reads the commits.
+    return delta_io.history(spark, path, limit).collect()
+
+
 def state_from_metadata(text: str | None) -> TableState | None:
     """Parse a commit's userMetadata; None when the commit is not one of ours."""
     payload = _payload(text)
@@ -92,7 +104,7 @@ def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None
     if not delta_io.is_delta_table(spark, path):
         return None
     for depth in (HISTORY_DEPTH, None):  # the newest commits first; the whole history only if need be
-        rows = delta_io.history(spark, path, depth).select("version", "userMetadata").collect()
+        rows = _history_rows(spark, path, depth)
         for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
             payload = _payload(row["userMetadata"])
             state = state_from_metadata(row["userMetadata"])
@@ -136,21 +148,28 @@ def exclusive_write(spark: SparkSession) -> Iterator[None]:
         yield
 
 
-def txn_version(applied_ts: int) -> int:
-    """Delta txnVersion for a segment ending at ``applied_ts``: monotonic with A_T, so replays skip."""
-    return applied_ts
-
-
 @contextmanager
-def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
+def session_confs(spark: SparkSession, confs: Mapping[str, str], *, optional: bool = False) -> Iterator[None]:
     """``confs`` set on ``spark`` for the enclosed work and put back as they were after it (unset when they
     were not set); the session's write turn is held throughout, so no other thread of the session restores
-    them early or sees them outlive the work."""
+    them early or sees them outlive the work.
+
+    ``optional``: the confs only plan the work (its result is the same without them), so one the session
+    refuses to set (a runtime that allows only some settings, such as Databricks serverless) is left out.
+    """
     with _session_lock(spark):
-        before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in confs}
-        for key, value in confs.items():
-            spark.conf.set(key, value)
+        before: dict[str, str | None] = {}
         try:
+            for key, value in confs.items():
+                was = spark.conf.get(key, None)
+                try:
+                    spark.conf.set(key, value)
+                except Exception as exc:  # each runtime words a refused setting its own way
+                    if not optional:
+                        raise
+                    logger.info("%s is not settable here, so the work is planned without it: %s", key, exc)
+                    continue
+                before[key] = was
             yield
         finally:
             for key, was in before.items():
@@ -168,9 +187,9 @@ def committing(
     confs: Mapping[str, str] | None = None,
 ) -> Iterator[None]:
     """Session confs that Delta reads for the next commit(s), unset afterwards; the write turn is held
-    throughout (:func:`exclusive_write`). ``confs``: more settings for these commits only (how to plan them),
-    put back afterwards."""
-    with _session_lock(spark), session_confs(spark, confs or {}):
+    throughout (:func:`exclusive_write`). ``confs``: settings that plan these commits (never what they
+    write), put back afterwards; one the session refuses is left out."""
+    with _session_lock(spark), session_confs(spark, confs or {}, optional=True):
         spark.conf.set(CONF_USER_METADATA, metadata)
         if txn is not None:
             spark.conf.set(CONF_TXN_APP_ID, txn[0])
@@ -186,8 +205,7 @@ def read_table_state(spark: SparkSession, path: str) -> TableState | None:
     """A_T/D_T from the newest of our commits on a Delta table (None: not a table, or none of ours)."""
     if not delta_io.is_delta_table(spark, path):
         return None
-    # Sorted here, not by Spark: a sort of the command's few rows cost three Spark jobs per table and batch.
-    rows = delta_io.history(spark, path, HISTORY_DEPTH).select("version", "userMetadata").collect()
+    rows = _history_rows(spark, path, HISTORY_DEPTH)
     for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
         state = state_from_metadata(row["userMetadata"])
         if state is not None:

@@ -18,6 +18,7 @@ RESULT_KEYS = (
     "naive_vs_ours",
     "jobs_per_batch_1_table",
     "jobs_per_batch_100_tables",
+    "jobs_per_extra_table",
     "small_files_after_1000_batches",
 )
 

@@ -7,22 +7,17 @@ that every batch is followed by a compaction commit. Files pile up on a table ab
 """
 
 import pytest
-from pyspark.sql import functions as F
 
 from ingest import asof
 from ingest.apply import delta_io
 from ingest.apply import merge as apply_merge_module
-from ingest.apply.merge import RANK_COLUMN, apply_merge
 from ingest.apply.schema import AUTO_COMPACT
 from ingest.config import IngestConfig
-from ingest.model import TableId, TableState
-from ingest.order import RANK_UPSERT
+from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state.table_state import (
-    COMMIT_TS_COLUMN,
     read_table_state,
     state_from_metadata,
-    state_to_metadata,
 )
 from testkit.sample import Stream
 from testkit.workload import Mix, Workload, WorkloadSpec, write_records
@@ -83,24 +78,6 @@ def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp
         answer = asof.resolve(spark, str(lake), g)
         assert answer.g == g
         assert _rows(spark, path, answer.tables[0].version) == rows
-
-    # A write with a transaction version already committed is skipped, compactions in between or not.
-    def write(key, txn_version):
-        source = spark.range(key, key + 1).select(
-            F.col("id"),
-            F.lit(1).cast("int").alias("c1"),
-            F.lit("x").alias("c2"),
-            F.lit(workload.last_ts).alias(COMMIT_TS_COLUMN),
-            F.lit(RANK_UPSERT).alias(RANK_COLUMN),
-        )
-        metadata = state_to_metadata(TableState(applied_ts=workload.last_ts), run_id=99, step="test")
-        apply_merge(spark, path, source, ("id",), ["id", "c1", "c2"], metadata, ("replay-test", txn_version))
-
-    write(10_000, 1)
-    write(10_001, 2)
-    write(10_002, 1)
-    assert {10_000, 10_001} <= set(_rows(spark, path))
-    assert 10_002 not in _rows(spark, path)
 
 
 def test_compaction_off_creates_tables_without_it_and_a_renamed_table_keeps_its_setting(spark, run, lake):

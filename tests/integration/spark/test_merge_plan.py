@@ -12,7 +12,7 @@ from ingest.apply.merge import RANK_COLUMN, apply_merge
 from ingest.config import IngestConfig
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import run_files
-from ingest.state.table_state import COMMIT_TS_COLUMN
+from ingest.state.table_state import COMMIT_TS_COLUMN, session_confs
 from testkit.workload import Mix, Workload, WorkloadSpec, write_records
 
 
@@ -73,7 +73,21 @@ def test_an_insert_only_merge_leaves_a_key_the_target_already_holds(spark, tmp_p
         [(1, "first insert", 10, RANK_UPSERT), (2, "new", 15, RANK_UPSERT)],
         f"id long, v string, {COMMIT_TS_COLUMN} long, {RANK_COLUMN} int",
     )
-    result = apply_merge(spark, path, source, ("id",), ["id", "v"], "{}", None, insert_only=True)
+    result = apply_merge(spark, path, source, ("id",), ["id", "v"], "{}", insert_only=True)
     rows = {r["id"]: (r["v"], r[COMMIT_TS_COLUMN]) for r in spark.read.format("delta").load(path).collect()}
     assert rows == {1: ("updated later", 20), 2: ("new", 15)}
     assert (result.upserted, result.deleted) == (1, 0)
+
+
+def test_a_planning_setting_the_session_refuses_is_left_out_and_the_others_are_put_back(spark):
+    refused = "spark.sql.warehouse.dir"  # a static setting: every session refuses to change it
+    partitions = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(partitions)
+    confs = {partitions: "7", refused: "/elsewhere"}
+    with session_confs(spark, confs, optional=True):
+        assert spark.conf.get(partitions) == "7"
+        assert spark.conf.get(refused) != "/elsewhere"
+    assert spark.conf.get(partitions) == before
+    with pytest.raises(Exception, match=r"(?i)static|modify"), session_confs(spark, confs):
+        pass
+    assert spark.conf.get(partitions) == before
