@@ -46,16 +46,6 @@ BAD_COLUMN = "__bad"
 SMALL_TABLE_BYTES = 32 * 1024 * 1024
 COPY_ON_WRITE_CONFS = {"spark.databricks.delta.merge.deletionVectors.persistent": "false"}
 
-# Delta copies a MERGE's source before reading it twice (to find the touched files, then to write them)
-# unless the source reads Delta tables only, in case a second read of it differs. Ours is the net effect
-# of a cached frame that is a deterministic function of the batch's input, so a second read gives the same
-# rows, and the copy is a Spark job per MERGE for nothing. Delta also refuses a cached source it did not
-# copy, a check meant for cached Delta tables, whose cache does not pin a version; ours reads none.
-SOURCE_AS_IS_CONFS = {
-    "spark.databricks.delta.merge.materializeSource": "none",
-    "spark.databricks.delta.merge.failSourceCachedAfterMaterialization": "false",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class MergeResult:
@@ -306,7 +296,7 @@ def apply_merge(
             insert,
         ]
     )
-    confs = {**SOURCE_AS_IS_CONFS, **(COPY_ON_WRITE_CONFS if _small(spark, path) else {})}
+    confs = COPY_ON_WRITE_CONFS if _small(spark, path) else {}
     with committing(spark, metadata, confs=confs):
         stats = delta_io.merge(spark, path, source, condition, *clauses)
     if not stats:

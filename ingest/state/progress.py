@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from ingest.apply import delta_io
 from ingest.model import PartitionId, TableId, TableState
+from ingest.state.table_state import session_confs
 
 PROGRESS_DIR = "progress"
 # A long-running mirror commits a progress row per batch (8,640 a day at a 10 s trigger). Left alone, every
@@ -64,11 +65,16 @@ def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progr
     path = progress_path(state_path)
     if not delta_io.is_delta_table(spark, path):
         return Progress()
-    # One aggregate, not a sort: a single job whatever the number of rows.
+    # One aggregate, not a sort, planned whole: a single job whatever the number of rows (adaptive
+    # execution would make a job of each of its three stages).
     newest = F.max_by(F.struct("run_id", "global_watermark", "state"), "run_id")
-    row = (
-        delta_io.read(spark, path).where(F.col("stream_id") == stream_id).agg(newest.alias("newest")).first()
-    )
+    with session_confs(spark, delta_io.WHOLE_PLAN_CONFS, optional=True):
+        row = (
+            delta_io.read(spark, path)
+            .where(F.col("stream_id") == stream_id)
+            .agg(newest.alias("newest"))
+            .first()
+        )
     if row is None or row["newest"] is None:
         return Progress()
     row = row["newest"]
