@@ -236,10 +236,6 @@ def detail(spark: SparkSession, path: str) -> Row:
     return row
 
 
-# Small queries planned whole (a table's aggregate over its cached changes, the snapshot DESCRIBE DETAIL
-# reads): one Spark job, where adaptive execution makes a job of each stage.
-WHOLE_PLAN_CONFS = {"spark.sql.adaptive.enabled": "false"}
-
 FEATURE_PREFIX = "delta.feature."
 _PROTOCOL_KEYS = ("delta.minReaderVersion", "delta.minWriterVersion")
 

@@ -30,7 +30,7 @@ from ingest.apply import convert, delta_io
 from ingest.apply.delta_io import quote, sql_literal
 from ingest.model import MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
-from ingest.state.table_state import COMMIT_TS_COLUMN, committing, session_confs
+from ingest.state.table_state import COMMIT_TS_COLUMN, committing, planned_whole
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def summarize(spark: SparkSession, changes: DataFrame, key: tuple[str, ...]) -> 
     """
     good = F.col(BAD_COLUMN) == ""
     first = F.col(f"`{key[0]}`")
-    with session_confs(spark, delta_io.WHOLE_PLAN_CONFS, optional=True):
+    with planned_whole(spark):
         row = changes.agg(
             F.count(F.when(~good, 1)).alias("bad"),
             F.min(F.when(good, first)).alias("lo"),
@@ -228,7 +228,7 @@ def first_bad_commit_ts(changes: DataFrame) -> int | None:
 def _small(spark: SparkSession, path: str) -> bool:
     """Whether the table at ``path`` holds at most ``SMALL_TABLE_BYTES``. Its size comes from the snapshot
     the MERGE reads anyway, so asking costs no Spark job of its own."""
-    with session_confs(spark, delta_io.WHOLE_PLAN_CONFS, optional=True):
+    with planned_whole(spark):
         size = delta_io.detail(spark, path)["sizeInBytes"]
     return size is not None and int(size) <= SMALL_TABLE_BYTES
 

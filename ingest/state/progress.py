@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from ingest.apply import delta_io
 from ingest.model import PartitionId, TableId, TableState
-from ingest.state.table_state import session_confs
+from ingest.state.table_state import planned_whole
 
 PROGRESS_DIR = "progress"
 # A long-running mirror commits a progress row per batch (8,640 a day at a 10 s trigger). Left alone, every
@@ -68,7 +68,7 @@ def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progr
     # One aggregate, not a sort, planned whole: a single job whatever the number of rows (adaptive
     # execution would make a job of each of its three stages).
     newest = F.max_by(F.struct("run_id", "global_watermark", "state"), "run_id")
-    with session_confs(spark, delta_io.WHOLE_PLAN_CONFS, optional=True):
+    with planned_whole(spark):
         row = (
             delta_io.read(spark, path)
             .where(F.col("stream_id") == stream_id)

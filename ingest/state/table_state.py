@@ -15,7 +15,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import orjson
@@ -177,6 +177,16 @@ def session_confs(spark: SparkSession, confs: Mapping[str, str], *, optional: bo
                     spark.conf.unset(key)
                 else:
                     spark.conf.set(key, was)
+
+
+# Small queries planned whole (a table's aggregate over its cached changes, the snapshot DESCRIBE DETAIL
+# reads, the newest progress row): one Spark job, where adaptive execution makes a job of each stage.
+WHOLE_PLAN_CONFS = {"spark.sql.adaptive.enabled": "false"}
+
+
+def planned_whole(spark: SparkSession) -> AbstractContextManager[None]:
+    """The enclosed small queries planned without adaptive execution, where the runtime allows it."""
+    return session_confs(spark, WHOLE_PLAN_CONFS, optional=True)
 
 
 @contextmanager
