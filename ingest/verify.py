@@ -17,14 +17,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import asof
-from ingest.apply import delta_io
+from ingest.apply import convert, delta_io
 from ingest.apply.delta_io import quote
 from ingest.apply.merge import BAD_COLUMN, normalize
 from ingest.config import LoadConfig
 from ingest.decode import dumpling as dd
 from ingest.errors import AsOfRefused
 from ingest.initial_load import as_changes
-from ingest.model import TableId, tso_to_datetime
+from ingest.model import ColumnKind, TableId, tso_to_datetime
 from ingest.source import dumpling as source
 from ingest.state.table_state import PROPERTY_KEY_COLUMNS
 from ingest.verify_rules import (
@@ -52,12 +52,53 @@ class Limits:
     chunk_rows: int = CHUNK_ROWS
 
 
-def canonical(df: DataFrame, columns: list[str], key: list[str], chunks: int) -> DataFrame:
-    """Per row: its key and whole row as JSON text (columns by name, nulls written), the row's 64-bit hash,
-    and its chunk (a hash of the key, so the same key is in the same chunk on both sides)."""
-    row = F.to_json(F.struct(*[F.col(quote(c)) for c in sorted(columns)]), {"ignoreNullFields": "false"})
-    key_text = F.to_json(F.struct(*[F.col(quote(k)) for k in key]), {"ignoreNullFields": "false"})
-    return df.select(key_text.alias("k"), row.alias("r")).select(
+# Row text that tells apart any two values a column can hold: instants and local times to the microsecond
+# (the JSON writer's default stops at the millisecond), instants in UTC whatever the session's zone.
+_JSON_OPTIONS = {
+    "ignoreNullFields": "false",
+    "timeZone": "UTC",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
+
+
+def exact_text(field: T.StructField, json: bool) -> Column:
+    """A column's value as the row text holds it, changed by every unit of its finest precision.
+
+    Binaries as hex, upstream JSON (``json``) in one spelling: keys sorted, no spaces, numbers normalized,
+    kept as it is where it does not parse. Decimals stay numbers at their full scale and floats numbers in
+    Java's shortest round-trip form (-0.0 apart from 0.0), as the JSON writer spells them.
+    """
+    c = F.col(quote(field.name))
+    if isinstance(field.dataType, T.BinaryType):
+        return F.hex(c)
+    if json:
+        return F.coalesce(F.to_json(F.try_parse_json(c)), c)
+    return c
+
+
+def json_columns(*schemas: T.StructType) -> set[str]:
+    """Columns that hold upstream JSON in any of the schemas (the mirror's column comments say so)."""
+    found = set()
+    for schema in schemas:
+        for field in schema.fields:
+            column_type = convert.column_type_of(field)
+            if column_type is not None and column_type.kind is ColumnKind.JSON:
+                found.add(field.name)
+    return found
+
+
+def canonical(df: DataFrame, columns: list[str], key: list[str], chunks: int, json: set[str]) -> DataFrame:
+    """Per row: its key and whole row as JSON text (columns by name, nulls written, each value as
+    ``exact_text``), the row's 64-bit hash, and its chunk (a hash of the key, so the same key is in the same
+    chunk on both sides). ``json``: the columns that hold upstream JSON."""
+    fields = {f.name: f for f in df.schema.fields}
+
+    def text(names: list[str]) -> Column:
+        values = [exact_text(fields[n], n in json).alias(n) for n in names]
+        return F.to_json(F.struct(*values), _JSON_OPTIONS)
+
+    return df.select(text(key).alias("k"), text(sorted(columns)).alias("r")).select(
         "k",
         "r",
         F.xxhash64("r").alias("h"),
@@ -88,7 +129,8 @@ def compare(
 ) -> TableVerdict:
     """Compare two frames over ``columns`` (typed alike), matching rows by ``key``."""
     chunks = chunk_count(rows_hint, limits.chunk_rows)
-    lc, rc = canonical(left, columns, key, chunks), canonical(right, columns, key, chunks)
+    json = json_columns(left.schema, right.schema)
+    lc, rc = canonical(left, columns, key, chunks, json), canonical(right, columns, key, chunks, json)
     lsums, rsums = _checksums(lc), _checksums(rc)
     differ = differing_chunks(lsums, rsums)
     if not differ:
