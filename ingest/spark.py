@@ -12,7 +12,8 @@ import logging
 import os
 import sys
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -138,6 +139,25 @@ def remote_session(url: str, *, app_name: str = "ticdc-ingest") -> SparkSession:
         raise SparkSetupError(f"could not connect to Spark Connect at {url}: {exc}") from exc
 
 
+@contextmanager
+def _jvm_output_to_stderr() -> Iterator[None]:
+    """While the JVM starts, file descriptor 1 points at stderr, so the JVM (a child process, which keeps
+    the descriptors it started with) writes Ivy's and Spark's own output to stderr for its whole life.
+    The command's stdout then carries only its answer, and ``as-of --sql`` pipes into a SQL client."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no descriptor 1 to move (an embedding host): start as it is
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def local_session(
     *,
     app_name: str = "ticdc-ingest",
@@ -166,7 +186,8 @@ def local_session(
     if warehouse_dir is not None:
         builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
     try:
-        spark = builder.getOrCreate()
+        with _jvm_output_to_stderr():
+            spark = builder.getOrCreate()
     except Exception as exc:  # pyspark raises PySparkRuntimeError(JAVA_GATEWAY_EXITED) with no cause
         raise SparkSetupError(
             "Spark could not start. The usual cause is that the Delta or Kafka jars could not be fetched "

@@ -3,7 +3,10 @@ between runs resolve to the run at or below; what the mirror cannot answer is re
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -65,6 +68,32 @@ def test_cli_prints_g_and_a_query_per_table_that_reads_upstream_at_g(spark, mirr
     assert len(statements) == 3
     for statement, table in zip(statements, sorted(TABLES), strict=True):
         assert f"/{table.schema}/{table.table}`" in statement
+        got = _rows(spark.sql(statement), h.stream._tables[table].schema.key)
+        assert got == expected_rows(h.stream, table, h.gs[1])
+
+
+def test_the_sql_on_stdout_of_a_fresh_process_runs_unchanged_in_spark_sql(spark, mirrored_history):
+    """A process of its own starts its own JVM, whose Ivy and Spark output must not reach stdout."""
+    h = mirrored_history
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    command = [
+        sys.executable,
+        "-m",
+        "ingest.cli",
+        "as-of",
+        "--target-path",
+        str(h.lake),
+        "--tso",
+        str(h.gs[1]),
+    ]
+    done = subprocess.run(
+        [*command, "--sql"], capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ":: loading settings ::" in done.stderr  # the JVM did speak, to stderr
+    statements = [text for text in done.stdout.split(";\n") if text.strip()]
+    assert len(statements) == 3
+    for statement, table in zip(statements, sorted(TABLES), strict=True):
         got = _rows(spark.sql(statement), h.stream._tables[table].schema.key)
         assert got == expected_rows(h.stream, table, h.gs[1])
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from math import nextafter
 from pathlib import Path
 
-import pytest
 from dumpling_export import write_export
 
+from ingest.cli import main
 from ingest.config import IngestConfig, LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
@@ -74,16 +73,18 @@ RESPELT_ID = len(COLUMNS) + 1  # its JSON spelt without spaces and with the keys
 RESPELT_JSON = '{"a":"z","k":[1,2]}'
 
 
-def _upstream(moved: bool) -> Stream:
-    """Upstream at G: row i (from 1) holds BASE with column i moved when ``moved``, and one more row."""
+def _upstream(moved: bool, only: str | None = None) -> Stream:
+    """Upstream at G: row i (from 1) holds BASE with column i moved when ``moved`` (only the column
+    ``only``, when given), and one more row."""
     s = Stream(tz_name="UTC")
     table = s.create_table(CREATE, s.tso(1))
     for i, column in enumerate(COLUMNS, start=1):
         row = {"id": i, **BASE}
-        if moved:
+        if moved and only in (None, column):
             row[column] = MOVED[column]
         s.insert(table, row, s.tso(2))
-    s.insert(table, {"id": RESPELT_ID, **BASE, **({"js": RESPELT_JSON} if moved else {})}, s.tso(2))
+    respelt = moved and only in (None, "js")
+    s.insert(table, {"id": RESPELT_ID, **BASE, **({"js": RESPELT_JSON} if respelt else {})}, s.tso(2))
     s.watermark(s.tso(3))
     return s
 
@@ -94,21 +95,6 @@ def _mirror(spark, s: Stream, root: Path) -> Path:
     config = IngestConfig.from_params({"input": str(root / "input"), "target-path": str(lake)})
     assert run_files(spark, config).global_watermark == s.complete_watermark()
     return lake
-
-
-@dataclass(frozen=True)
-class Mirrors:
-    base: Stream
-    moved: Stream
-    lake: Path
-    other: Path
-
-
-@pytest.fixture(scope="module")
-def mirrors(spark, tmp_path_factory):
-    base, moved = _upstream(False), _upstream(True)
-    root = tmp_path_factory.mktemp("precision")
-    return Mirrors(base, moved, _mirror(spark, base, root / "a"), _mirror(spark, moved, root / "b"))
 
 
 def _parse(text: str) -> dict:
@@ -132,24 +118,33 @@ def _load(export: Path, lake: Path) -> LoadConfig:
 EXPECTED = {i: {column} for i, column in enumerate(COLUMNS, start=1)}
 
 
-@pytest.mark.parametrize("data_format", ["sql", "csv"])
-def test_an_export_one_unit_away_in_any_column_is_a_mismatch_naming_key_and_column(
-    spark, mirrors, tmp_path, data_format
-):
-    g = mirrors.base.complete_watermark()
-    creates = {TABLE: CREATE}
-    same = write_export(mirrors.base, g, tmp_path / "same", creates, data_format=data_format)
-    assert verify_snapshot(spark, _load(same, mirrors.lake)).matches
+def test_verify_sees_one_unit_of_every_type_against_exports_and_another_mirror(spark, tmp_path, capsys):
+    """One test, so that the two mirrors are built once (by one test worker)."""
+    base, moved = _upstream(False), _upstream(True)
+    lake, other = _mirror(spark, base, tmp_path / "a"), _mirror(spark, moved, tmp_path / "b")
+    g = base.complete_watermark()
+    for data_format in ("sql", "csv"):
+        same = write_export(
+            base, g, tmp_path / f"same-{data_format}", {TABLE: CREATE}, data_format=data_format
+        )
+        assert verify_snapshot(spark, _load(same, lake)).matches, data_format
+        export = write_export(
+            moved, g, tmp_path / f"moved-{data_format}", {TABLE: CREATE}, data_format=data_format
+        )
+        report = verify_snapshot(spark, _load(export, lake))
+        assert not report.matches and _moved_columns(report) == EXPECTED, data_format
 
-    moved = write_export(mirrors.moved, g, tmp_path / "moved", creates, data_format=data_format)
-    report = verify_snapshot(spark, _load(moved, mirrors.lake))
-    assert not report.matches
-    assert _moved_columns(report) == EXPECTED
+    assert verify_mirrors(spark, str(lake), str(lake)).matches
+    assert _moved_columns(verify_mirrors(spark, str(lake), str(other))) == EXPECTED
 
-
-def test_two_mirrors_one_unit_apart_in_any_column_mismatch_by_key_and_column(spark, mirrors):
-    assert verify_mirrors(spark, str(mirrors.lake), str(mirrors.lake)).matches
-    assert _moved_columns(verify_mirrors(spark, str(mirrors.lake), str(mirrors.other))) == EXPECTED
+    # The command line: one microsecond alone makes it exit 1 and name the key, with both values.
+    export = write_export(_upstream(True, "dtm"), g, tmp_path / "dtm", {TABLE: CREATE}, data_format="sql")
+    capsys.readouterr()
+    assert main(["verify", "--target-path", str(lake), "--snapshot", str(export)]) == 1
+    out = capsys.readouterr().out
+    row = COLUMNS.index("dtm") + 1
+    assert "MISMATCH: 0 of 1 tables match" in out and f'key {{"id":{row}}}: values differ' in out
+    assert '"dtm":"2022-01-04T19:28:06.105925"' in out and '"dtm":"2022-01-04T19:28:06.105926"' in out
 
 
 def test_the_moved_upstream_differs_from_the_base_in_exactly_one_column_per_row():
