@@ -1,16 +1,20 @@
 """Read every mirrored table as of one TiDB timestamp (TSO) or wall-clock time. I/O.
 
 The run to use comes from ``<state>/progress`` (one row per committed run, with G); each table's version
-from its own ``DESCRIBE HISTORY`` (our commits carry their applied TSO and whether they are consistent).
-The rules are in ``ingest.asof_rules``. Only SQL and the DataFrame API are used, so this works the same over
-Spark Connect.
+from its own history (our commits carry their applied TSO and whether they are consistent). The rules are
+in ``ingest.asof_rules``. Two readers give the same answer: ``resolve`` through Spark (SQL and the
+DataFrame API only, so it works the same over Spark Connect), and ``resolve_local``, which reads the Delta
+logs of a mirror on this machine's file system directly, in a fraction of a second and without a JVM.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
+import orjson
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,7 +25,7 @@ from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version,
 from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ConfigError
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
-from ingest.state import progress
+from ingest.state import delta_log, progress
 from ingest.state.table_state import METADATA_KEY
 
 # Temporary view names: no dots allowed, so database and table are joined by this.
@@ -201,18 +205,122 @@ def resolve(
             exist at G, or a version needed is no longer in the history or its files were vacuumed.
     """
     config = _config(target_path, state_path, stream_id)
-    chosen = choose_run(runs(spark, config.state_path, stream_id), tso)
-    known = _run_tables(spark, config.state_path, stream_id, chosen.run_id)
-    wanted = tables if tables is not None else known
+
+    def history(table: TableId, path: str) -> list[CommitPoint]:
+        try:
+            return commits(spark, path)
+        except AnalysisException as exc:
+            raise AsOfRefused(f"{table}: no Delta table at {path}; check --tables and --target-path") from exc
+
+    def check(table: TableId, path: str, version: int, g: int) -> None:
+        if check_files:
+            _check_files(spark, table, path, version, g)
+
+    return _answer(
+        config,
+        tso,
+        tables,
+        runs(spark, config.state_path, stream_id),
+        lambda run_id: _run_tables(spark, config.state_path, stream_id, run_id),
+        history,
+        check,
+    )
+
+
+def resolve_local(
+    target_path: str,
+    tso: int,
+    tables: list[TableId] | None = None,
+    *,
+    state_path: str | None = None,
+    stream_id: str = "default",
+) -> AsOf:
+    """``resolve``, answered from the mirror's files alone, without Spark: the runs from its progress
+    table, each table's versions from its commit files, and the files a chosen version needs that later
+    commits removed (the only ones VACUUM may have deleted) checked on disk.
+
+    Raises:
+        delta_log.Unreadable: the mirror is not on a local file system, or uses what the direct reader
+            does not follow; ``resolve`` answers then.
+        AsOfRefused: as ``resolve``.
+    """
+    config = _config(target_path, state_path, stream_id)
+    root, state = delta_log.local_dir(config.target_path), delta_log.local_dir(config.state_path)
+    if root is None or state is None or not root.is_dir():
+        raise delta_log.Unreadable(f"{target_path}: not a directory of this machine")
+    progress_dir = state / progress.PROGRESS_DIR
+    rows = []
+    if (progress_dir / delta_log.LOG_DIR).is_dir():
+        columns = ["run_id", "stream_id", "committed_at", "global_watermark", "state"]
+        rows = [r for r in delta_log.read_rows(progress_dir, columns) if r["stream_id"] == stream_id]
+    tables_of = {int(r["run_id"]): _state_tables(r["state"]) for r in rows}
+    points = []
+    for row in rows:
+        applied = [int(s.get("applied_ts") or 0) for s in tables_of[int(row["run_id"])].values()]
+        point = run_point(int(row["global_watermark"]), applied)
+        if point is not None:
+            points.append(RunPoint(int(row["run_id"]), row["committed_at"], point))
+
+    def history(table: TableId, path: str) -> list[CommitPoint]:
+        directory = delta_log.local_dir(path)
+        if directory is None or not (directory / delta_log.LOG_DIR).is_dir():
+            raise AsOfRefused(f"{table}: no Delta table at {path}; check --tables and --target-path")
+        return [_commit_point(c.version, c.info.get("userMetadata")) for c in delta_log.commits(directory)]
+
+    def check(table: TableId, path: str, version: int, g: int) -> None:
+        directory = delta_log.local_dir(path)
+        assert directory is not None  # history() read it
+        gone = [f for f in delta_log.files_removed_since(directory, version) if not f.exists()]
+        if gone:
+            raise AsOfRefused(_vacuumed(table, version, g, f"{len(gone)} files missing, e.g. {gone[0]}"))
+
+    def run_tables(run_id: int) -> list[TableId]:
+        return sorted(TableId(*name.split(".", 1)) for name in tables_of.get(run_id, {}))
+
+    return _answer(config, tso, tables, points, run_tables, history, check)
+
+
+def _state_tables(text: str | None) -> dict[str, dict[str, Any]]:
+    try:
+        tables = orjson.loads(text or "{}").get("tables") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return {}
+    return {str(k): v if isinstance(v, dict) else {} for k, v in tables.items()}
+
+
+def _commit_point(version: int, user_metadata: object) -> CommitPoint:
+    """What our ``userMetadata`` says of a commit, read as ``from_json`` does: anything else is None/0."""
+    try:
+        ours = orjson.loads(str(user_metadata)).get(METADATA_KEY) if user_metadata else None
+    except (orjson.JSONDecodeError, AttributeError):
+        ours = None
+    if not isinstance(ours, dict):
+        return CommitPoint(version, None, 0)
+    consistent, applied = ours.get("consistent"), ours.get("applied_ts")
+    return CommitPoint(
+        version,
+        consistent if isinstance(consistent, bool) else None,
+        applied if isinstance(applied, int) and not isinstance(applied, bool) else 0,
+    )
+
+
+def _answer(
+    config: IngestConfig,
+    tso: int,
+    tables: list[TableId] | None,
+    points: list[RunPoint],
+    run_tables: Callable[[int], list[TableId]],
+    history: Callable[[TableId, str], list[CommitPoint]],
+    check: Callable[[TableId, str, int, int], None],
+) -> AsOf:
+    """The as-of answer from the runs and each table's history, however they were read."""
+    chosen = choose_run(points, tso)
+    wanted = tables if tables is not None else run_tables(chosen.run_id)
     found: list[TableAsOf] = []
     absent: list[TableId] = []
     for table in wanted:
         path = config.table_path(table.schema, table.table)
-        try:
-            history = commits(spark, path)
-        except AnalysisException as exc:
-            raise AsOfRefused(f"{table}: no Delta table at {path}; check --tables and --target-path") from exc
-        version = choose_version(table, history, chosen.point)
+        version = choose_version(table, history(table, path), chosen.point)
         if version is None:
             if tables is not None:
                 raise AsOfRefused(
@@ -223,9 +331,16 @@ def resolve(
             absent.append(table)
             continue
         found.append(TableAsOf(table, path, version))
-        if check_files:
-            _check_files(spark, table, path, version, chosen.point)
+        check(table, path, version, chosen.point)
     return AsOf(tso, chosen.run_id, chosen.point, tuple(found), tuple(absent))
+
+
+def _vacuumed(table: TableId, version: int, g: int, detail: str) -> str:
+    return (
+        f"{table}: version {version}, which held upstream at G = {g} ({tso_to_datetime(g).isoformat()}), "
+        f"can no longer be read: its data files were removed (VACUUM). Ask for a TSO at or after the "
+        f"table's vacuum horizon, or vacuum with a longer retention. ({detail})"
+    )
 
 
 def _check_files(spark: SparkSession, table: TableId, path: str, version: int, g: int) -> None:
@@ -236,11 +351,7 @@ def _check_files(spark: SparkSession, table: TableId, path: str, version: int, g
             # Over Spark Connect inputFiles() is a protobuf repeated field, which load() refuses: not a list.
             spark.read.format("binaryFile").load(list(files)).schema  # noqa: B018 - resolving checks existence
     except AnalysisException as exc:
-        raise AsOfRefused(
-            f"{table}: version {version}, which held upstream at G = {g} ({tso_to_datetime(g).isoformat()}), "
-            f"can no longer be read: its data files were removed (VACUUM). Ask for a TSO at or after the "
-            f"table's vacuum horizon, or vacuum with a longer retention. ({str(exc).splitlines()[0]})"
-        ) from exc
+        raise AsOfRefused(_vacuumed(table, version, g, str(exc).splitlines()[0])) from exc
 
 
 def read(spark: SparkSession, table: TableAsOf) -> DataFrame:

@@ -383,17 +383,18 @@ def _status(
 def _as_of(args: argparse.Namespace) -> int:
     from ingest import asof
     from ingest.spark import get_session
+    from ingest.state import delta_log
 
     tso = asof.parse_moment(args.tso, args.time)
     tables = asof.parse_tables(args.tables)
-    answer = asof.resolve(
-        get_session(remote=getattr(args, "spark_remote", None)),
-        args.target_path,
-        tso,
-        tables,
-        state_path=args.state_path,
-        stream_id=args.stream_id,
-    )
+    where = {"state_path": args.state_path, "stream_id": args.stream_id}
+    try:
+        # No JVM for a mirror on this machine: the answer is in its Delta logs.
+        answer = asof.resolve_local(args.target_path, tso, tables, **where)
+    except delta_log.Unreadable as why:
+        logging.getLogger(__name__).info("as-of: reading the mirror through Spark (%s)", why)
+        spark = get_session(remote=getattr(args, "spark_remote", None))
+        answer = asof.resolve(spark, args.target_path, tso, tables, **where)
     if args.sql:
         print(f"-- as of TSO {tso}: run {answer.run_id}, G = {answer.g} ({answer.g_time.isoformat()})")
         for table in answer.tables:

@@ -16,7 +16,7 @@ from mirror import expected_rows, normalize
 from ingest import asof
 from ingest.cli import main
 from ingest.errors import AsOfRefused
-from ingest.model import tso_to_datetime
+from ingest.model import TableId, tso_to_datetime
 
 TABLES = (CUSTOMERS_T, ORDERS_T, NOTES_T)
 
@@ -72,25 +72,19 @@ def test_cli_prints_g_and_a_query_per_table_that_reads_upstream_at_g(spark, mirr
         assert got == expected_rows(h.stream, table, h.gs[1])
 
 
-def test_the_sql_on_stdout_of_a_fresh_process_runs_unchanged_in_spark_sql(spark, mirrored_history):
-    """A process of its own starts its own JVM, whose Ivy and Spark output must not reach stdout."""
-    h = mirrored_history
+def _fresh_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, as a user runs it (a local JVM of its own where it needs one)."""
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
-    command = [
-        sys.executable,
-        "-m",
-        "ingest.cli",
-        "as-of",
-        "--target-path",
-        str(h.lake),
-        "--tso",
-        str(h.gs[1]),
-    ]
-    done = subprocess.run(
-        [*command, "--sql"], capture_output=True, text=True, timeout=600, env=env, check=False
-    )
+    command = [sys.executable, "-m", "ingest.cli", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert ":: loading settings ::" in done.stderr  # the JVM did speak, to stderr
+    return done
+
+
+def test_the_sql_on_stdout_of_a_fresh_process_runs_unchanged_in_spark_sql(spark, mirrored_history):
+    h = mirrored_history
+    done = _fresh_process("as-of", "--target-path", str(h.lake), "--tso", str(h.gs[1]), "--sql")
+    assert ":: loading settings ::" not in done.stderr  # answered from the logs: no JVM started
     statements = [text for text in done.stdout.split(";\n") if text.strip()]
     assert len(statements) == 3
     for statement, table in zip(statements, sorted(TABLES), strict=True):
@@ -98,23 +92,59 @@ def test_the_sql_on_stdout_of_a_fresh_process_runs_unchanged_in_spark_sql(spark,
         assert got == expected_rows(h.stream, table, h.gs[1])
 
 
-def test_refuses_before_the_first_run_and_after_the_newest_g(spark, mirrored_history, capsys):
+def test_a_command_that_starts_a_jvm_keeps_its_output_off_stdout(mirrored_history):
     h = mirrored_history
+    done = _fresh_process("status", "--target-path", str(h.lake))
+    assert ":: loading settings ::" in done.stderr  # the JVM did speak, to stderr
+    assert done.stdout.startswith(f"run 3: G = {h.gs[2]} ")
+    assert ":: " not in done.stdout and "WARN" not in done.stdout
+
+
+# The two readers of the same mirror: through Spark, and the Delta logs read directly.
+READERS = {
+    "spark": lambda spark, *args, **kwargs: asof.resolve(spark, *args, **kwargs),
+    "local": lambda _spark, *args, **kwargs: asof.resolve_local(*args, **kwargs),
+}
+
+
+def test_the_direct_log_reader_gives_sparks_answer_at_every_point(spark, mirrored_history):
+    h = mirrored_history
+    moments = [*(g + d for g in h.gs[:2] for d in (0, 1, 1 << 18)), h.gs[1] - 1, h.gs[2]]
+    for tso in moments:
+        for tables in (None, [CUSTOMERS_T], [ORDERS_T, CUSTOMERS_T]):
+            expected = asof.resolve(spark, str(h.lake), tso, tables)
+            assert asof.resolve_local(str(h.lake), tso, tables) == expected, (tso, tables)
+    assert asof.resolve_local(str(h.lake), h.gs[2]).run_id == 3
+
+
+def test_a_mirror_not_on_this_file_system_is_left_to_spark():
+    with pytest.raises(asof.delta_log.Unreadable):
+        asof.resolve_local("s3://bucket/lake", 1)
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_refuses_before_the_first_run_and_after_the_newest_g(spark, mirrored_history, capsys, reader):
+    h = mirrored_history
+    resolve = READERS[reader]
     with pytest.raises(AsOfRefused, match=f"before the mirror started.*G = {h.gs[0]}"):
-        asof.resolve(spark, str(h.lake), h.gs[0] - 1)
+        resolve(spark, str(h.lake), h.gs[0] - 1)
     with pytest.raises(AsOfRefused, match=f"after the newest global watermark G = {h.gs[2]}"):
-        asof.resolve(spark, str(h.lake), h.gs[2] + (1 << 18))
+        resolve(spark, str(h.lake), h.gs[2] + (1 << 18))
     # app.t was created after G1: asked for by name, it is refused; by default it is simply not there.
     with pytest.raises(AsOfRefused, match=r"app\.t: had no version equal to upstream"):
-        asof.resolve(spark, str(h.lake), h.gs[0], [NOTES_T])
+        resolve(spark, str(h.lake), h.gs[0], [NOTES_T])
+    with pytest.raises(AsOfRefused, match=r"shop\.nope: no Delta table at"):
+        resolve(spark, str(h.lake), h.gs[0], [TableId("shop", "nope")])
     assert main(["as-of", "--target-path", str(h.lake), "--tso", str(h.gs[0] - 1)]) == 2
     assert f"TSO {h.gs[0] - 1}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("reader", sorted(READERS))
 def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
-    spark, mirrored_history, tmp_path
+    spark, mirrored_history, tmp_path, reader
 ):
     h = mirrored_history
+    resolve = READERS[reader]
     lake = tmp_path / "lake"
     shutil.copytree(h.lake, lake)
     customers = f"{lake}/shop/customers"
@@ -124,8 +154,8 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
     finally:
         spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
     with pytest.raises(AsOfRefused, match=r"shop\.customers: version .* can no longer be read.*VACUUM"):
-        asof.resolve(spark, str(lake), h.gs[0])
-    assert asof.resolve(spark, str(lake), h.gs[2]).g == h.gs[2]  # the newest version is intact
+        resolve(spark, str(lake), h.gs[0])
+    assert resolve(spark, str(lake), h.gs[2]).g == h.gs[2]  # the newest version is intact
 
     # The log of orders loses its first commits (as Delta's log cleanup does once a checkpoint covers them).
     orders = lake / "shop" / "orders"
@@ -136,7 +166,7 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
         if int(entry.stem) < newest:
             entry.unlink()
     with pytest.raises(AsOfRefused, match=r"shop\.orders: the version that held upstream .* no longer in"):
-        asof.resolve(spark, str(lake), h.gs[1], [ORDERS_T])
+        resolve(spark, str(lake), h.gs[1], [ORDERS_T])
 
 
 def test_status_draws_lag_over_time_into_a_png(spark, mirrored_history, tmp_path, capsys):

@@ -1,0 +1,224 @@
+"""A Delta table's log read straight from a local file system, without Spark: its commits, the files a
+version needs that later commits removed, and the rows of a small table. I/O, standard library (and
+pyarrow for checkpoints and data files, where it is installed).
+
+What this reader does not follow (a path that is not local, a table whose commits a catalog coordinates, a
+V2 checkpoint, column mapping, partitions or deletion vectors in rows it is asked to read) raises
+``Unreadable``, and the caller asks Spark instead: it is a shortcut, never a second opinion.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import orjson
+
+LOG_DIR = "_delta_log"
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+_V2_CHECKPOINT = re.compile(r"^\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
+# Reader or writer features whose commits may not (yet) be files of the log directory.
+_COORDINATED = {"catalogManaged", "catalogOwned-preview", "coordinatedCommits-preview"}
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+class Unreadable(Exception):
+    """This reader cannot answer for the table; Spark can."""
+
+
+def local_dir(path: str) -> Path | None:
+    """The directory of a table given as a local path or a ``file:`` URI; None for any other scheme."""
+    if "://" not in path and not path.startswith("file:"):
+        return Path(path)
+    parsed = urlparse(path)
+    return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int
+    info: dict[str, Any]  # the commitInfo action ({} when the commit has none)
+    actions: tuple[dict[str, Any], ...]  # every other action, in order
+
+
+def _log(table: Path) -> Path:
+    log = table / LOG_DIR
+    if not log.is_dir():
+        raise Unreadable(f"{table}: no Delta log here")
+    return log
+
+
+def commit_versions(table: Path) -> list[int]:
+    """The versions whose commit file is in the log, oldest first (those DESCRIBE HISTORY lists)."""
+    return sorted(int(m.group(1)) for name in os.listdir(_log(table)) if (m := _COMMIT.match(name)))
+
+
+def read_commit(table: Path, version: int) -> Commit:
+    """One commit file, parsed; its protocol, where it has one, must be one this reader follows."""
+    info: dict[str, Any] = {}
+    actions = []
+    with open(_log(table) / f"{version:020d}.json", "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            action = orjson.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"] or {}
+            else:
+                actions.append(action)
+                if "protocol" in action:
+                    _check_protocol(table, action["protocol"])
+    return Commit(version, info, tuple(actions))
+
+
+def _check_protocol(table: Path, protocol: dict[str, Any]) -> None:
+    features = set(protocol.get("readerFeatures") or []) | set(protocol.get("writerFeatures") or [])
+    if features & _COORDINATED:
+        raise Unreadable(f"{table}: its commits are coordinated ({sorted(features & _COORDINATED)})")
+
+
+def commits(table: Path, after: int = -1) -> Iterator[Commit]:
+    """Every commit in the log above version ``after``, oldest first."""
+    for version in commit_versions(table):
+        if version > after:
+            yield read_commit(table, version)
+
+
+def _file_key(action: dict[str, Any]) -> tuple[str, str | None]:
+    dv = action.get("deletionVector") or {}
+    return action["path"], (dv.get("storageType", "") + dv.get("pathOrInlineDv", "") if dv else None)
+
+
+def files_removed_since(table: Path, version: int) -> list[Path]:
+    """The files ``version`` reads (data files and deletion vector files) that a later commit removed:
+    the only ones VACUUM may have deleted since. A file a later commit added and removed again was never
+    part of ``version``, so it is left out."""
+    added_later: set[tuple[str, str | None]] = set()
+    removed: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for commit in commits(table, after=version):
+        for action in commit.actions:
+            if "add" in action:
+                added_later.add(_file_key(action["add"]))
+            elif "remove" in action:
+                key = _file_key(action["remove"])
+                if key not in added_later:
+                    removed[key] = action["remove"]
+    out = []
+    for action in removed.values():
+        out.append(_data_file(table, action["path"]))
+        dv = _dv_file(table, action.get("deletionVector"))
+        if dv is not None:
+            out.append(dv)
+    return out
+
+
+def _data_file(table: Path, path: str) -> Path:
+    if "://" in path or path.startswith("file:"):
+        local = local_dir(path)
+        if local is None:
+            raise Unreadable(f"{table}: data file {path} is not on a local file system")
+        return local
+    return table / unquote(path)
+
+
+def _dv_file(table: Path, dv: dict[str, Any] | None) -> Path | None:
+    """Where a deletion vector lives: ``u`` a file named by a UUID under the table (after a random
+    prefix), ``p`` an absolute path, ``i`` inline in the log (no file)."""
+    if not dv or dv.get("storageType") == "i":
+        return None
+    text = dv.get("pathOrInlineDv", "")
+    if dv.get("storageType") == "p":
+        return _data_file(table, text)
+    prefix, encoded = text[:-20], text[-20:]
+    name = f"deletion_vector_{_z85_uuid(encoded)}.bin"
+    return table / prefix / name if prefix else table / name
+
+
+def _z85_uuid(encoded: str) -> uuid.UUID:
+    data = bytearray()
+    for i in range(0, len(encoded), 5):
+        value = 0
+        for char in encoded[i : i + 5]:
+            value = value * 85 + _Z85.index(char)
+        data += value.to_bytes(4, "big")
+    return uuid.UUID(bytes=bytes(data))
+
+
+def read_rows(table: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of the table's newest version, as Python values, for a small table of our own.
+
+    Raises:
+        Unreadable: pyarrow is not installed, or the table uses what this reader does not follow.
+    """
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise Unreadable("pyarrow is not installed") from exc
+    versions = commit_versions(table)
+    checkpoint, files, metadata = _checkpoint(table, pq, max(versions, default=-1))
+    for commit in commits(table, after=checkpoint):
+        for action in commit.actions:
+            if "add" in action:
+                files[_file_key(action["add"])] = action["add"]
+            elif "remove" in action:
+                files.pop(_file_key(action["remove"]), None)
+            elif "metaData" in action:
+                metadata = action["metaData"]
+    newest = max(versions, default=-1)
+    if newest < 0 or not set(range(checkpoint + 1, newest + 1)) <= set(versions):
+        raise Unreadable(f"{table}: commits between checkpoint {checkpoint} and version {newest} are missing")
+    # A checkpoint gives a map as (key, value) pairs.
+    configuration = dict((metadata or {}).get("configuration") or {})
+    if configuration.get("delta.columnMapping.mode", "none") != "none":
+        raise Unreadable(f"{table}: column mapping")
+    if (metadata or {}).get("partitionColumns"):
+        raise Unreadable(f"{table}: partitioned")
+    if any(add.get("deletionVector") for add in files.values()):
+        raise Unreadable(f"{table}: rows deleted through deletion vectors")
+    rows: list[dict[str, Any]] = []
+    for add in files.values():
+        rows += pq.read_table(_data_file(table, add["path"]), columns=list(columns)).to_pylist()
+    return rows
+
+
+def _checkpoint(
+    table: Path, pq: Any, newest: int
+) -> tuple[int, dict[tuple[str, str | None], dict[str, Any]], dict[str, Any] | None]:
+    """The newest complete classic checkpoint at or below ``newest``: its version (-1: none), its files
+    and its table metadata."""
+    names = os.listdir(_log(table))
+    parts: dict[int, dict[int, tuple[int, str]]] = {}
+    newest_v2 = max((int(n[:20]) for n in names if _V2_CHECKPOINT.match(n)), default=-1)
+    for name in names:
+        m = _CHECKPOINT.match(name)
+        if m:
+            version = int(m.group(1))
+            part, count = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, 1)
+            parts.setdefault(version, {})[part] = (count, name)
+    complete = [
+        v for v, p in parts.items() if v <= newest and len(p) == next(iter(p.values()))[0] and len(p) >= 1
+    ]
+    version = max(complete, default=-1)
+    if newest_v2 > version:
+        raise Unreadable(f"{table}: a V2 checkpoint")
+    if version < 0:
+        return -1, {}, None
+    files: dict[tuple[str, str | None], dict[str, Any]] = {}
+    metadata = None
+    for _, name in sorted(parts[version].values(), key=lambda cn: cn[1]):
+        data = pq.read_table(_log(table) / name, columns=["add", "metaData", "protocol"]).to_pylist()
+        for row in data:
+            if row.get("add"):
+                files[_file_key(row["add"])] = row["add"]
+            if row.get("metaData"):
+                metadata = row["metaData"]
+            if row.get("protocol"):
+                _check_protocol(table, row["protocol"])
+    return version, files, metadata
