@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlparse
 import orjson
 
 LOG_DIR = "_delta_log"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 _V2_CHECKPOINT = re.compile(r"^\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
@@ -34,8 +35,9 @@ class Unreadable(Exception):
 
 
 def local_dir(path: str) -> Path | None:
-    """The directory of a table given as a local path or a ``file:`` URI; None for any other scheme."""
-    if "://" not in path and not path.startswith("file:"):
+    """The directory of a table given as a local path or a ``file:`` URI; None for any other scheme
+    (``s3://``, ``abfss://``, ``dbfs:/``, ...)."""
+    if not _SCHEME.match(path):
         return Path(path)
     parsed = urlparse(path)
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
@@ -68,7 +70,10 @@ def read_commit(table: Path, version: int) -> Commit:
         for line in f:
             if not line.strip():
                 continue
-            action = orjson.loads(line)
+            try:
+                action = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise Unreadable(f"{table}: commit {version} does not parse: {exc}") from exc
             if "commitInfo" in action:
                 info = action["commitInfo"] or {}
             else:
@@ -184,7 +189,10 @@ def read_rows(table: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
         raise Unreadable(f"{table}: rows deleted through deletion vectors")
     rows: list[dict[str, Any]] = []
     for add in files.values():
-        rows += pq.read_table(_data_file(table, add["path"]), columns=list(columns)).to_pylist()
+        try:
+            rows += pq.read_table(_data_file(table, add["path"]), columns=list(columns)).to_pylist()
+        except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+            raise Unreadable(f"{table}: {add['path']}: {exc}") from exc
     return rows
 
 
@@ -213,7 +221,10 @@ def _checkpoint(
     files: dict[tuple[str, str | None], dict[str, Any]] = {}
     metadata = None
     for _, name in sorted(parts[version].values(), key=lambda cn: cn[1]):
-        data = pq.read_table(_log(table) / name, columns=["add", "metaData", "protocol"]).to_pylist()
+        try:
+            data = pq.read_table(_log(table) / name, columns=["add", "metaData", "protocol"]).to_pylist()
+        except (OSError, ValueError) as exc:
+            raise Unreadable(f"{table}: checkpoint {name}: {exc}") from exc
         for row in data:
             if row.get("add"):
                 files[_file_key(row["add"])] = row["add"]
