@@ -362,6 +362,7 @@ def _status(
 ) -> int:
     from ingest import status
     from ingest.spark import get_session
+    from ingest.state import delta_log
 
     # The input is not read by status; the config only locates the mirror and its state.
     params = {
@@ -371,11 +372,15 @@ def _status(
         "state-path": state_path or "",
     }
     config = IngestConfig.from_params(params)
-    spark = get_session(remote=remote)
-    committed, tables = status.collect(spark, config)
+    try:
+        # No JVM for a mirror on this machine: the answer is in its Delta logs.
+        committed, tables = status.collect_local(config)
+    except delta_log.Unreadable as why:
+        logging.getLogger(__name__).info("status: reading the mirror through Spark (%s)", why)
+        committed, tables = status.collect(get_session(remote=remote), config)
     print(status.render(committed, tables))
     if lag_chart:
-        lines = status.plot_lag_chart(status.lag_history(spark, config), lag_chart)
+        lines = status.plot_lag_chart(status.lag_history(get_session(remote=remote), config), lag_chart)
         print(f"lag chart: {lines} lines (G and tables) drawn into {lag_chart}")
     return 0
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 import orjson
 from pyspark.sql import DataFrame, SparkSession
@@ -11,8 +15,8 @@ from pyspark.sql import functions as F
 
 from ingest.apply import delta_io
 from ingest.config import IngestConfig
-from ingest.model import TableId, tso_to_datetime
-from ingest.state import ddl_history, progress, quarantine, table_state
+from ingest.model import TableId, TableState, tso_to_datetime
+from ingest.state import ddl_history, delta_log, progress, quarantine, table_state
 
 LAST_DDL_WIDTH = 60
 
@@ -67,6 +71,101 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
             )
         )
     return committed, tables
+
+
+def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableStatus]]:
+    """``collect``, answered from the mirror's files alone, without Spark: the newest progress row, the
+    quarantine's rows per table, the DDL history, and per table the state of its newest commit of ours
+    and its row count from its files' statistics.
+
+    Raises:
+        delta_log.Unreadable: the mirror is not on a local file system, or uses what the direct reader
+            does not follow; ``collect`` answers then.
+    """
+    root, state = delta_log.local_dir(config.target_path), delta_log.local_dir(config.state_path)
+    if root is None or state is None or not root.is_dir():
+        raise delta_log.Unreadable(f"{config.target_path}: not a directory of this machine")
+
+    def rows_of(directory: Path, columns: list[str]) -> list[dict[str, Any]]:
+        if not (directory / delta_log.LOG_DIR).is_dir():
+            return []
+        return delta_log.read_rows(directory, columns)
+
+    runs = [
+        r
+        for r in rows_of(state / progress.PROGRESS_DIR, ["run_id", "stream_id", "global_watermark", "state"])
+        if r["stream_id"] == config.stream_id
+    ]
+    committed = progress.Progress()
+    if runs:
+        newest = max(runs, key=lambda r: int(r["run_id"]))
+        committed = progress.parse_run(
+            int(newest["run_id"]), int(newest["global_watermark"]), newest["state"]
+        )
+    quarantined = Counter(r["table"] or "" for r in rows_of(state / quarantine.QUARANTINE_DIR, ["table"]))
+    history = ["table", "action", "sql", "commit_ts", "recorded_at"]
+    last_ddl, stopped = last_ddls(rows_of(state / ddl_history.HISTORY_DIR, history))
+    tables = []
+    for table in sorted(set(committed.tables) | set(committed.pending_rows)):
+        directory = delta_log.local_dir(config.table_path(table.schema, table.table))
+        assert directory is not None  # under the root, which is local
+        exists = (directory / delta_log.LOG_DIR).is_dir()
+        table_state_now = _newest_state(directory) if exists else None
+        rows = delta_log.row_count(directory) if table_state_now is not None else 0
+        table_state_now = table_state_now or committed.tables.get(table)
+        tables.append(
+            TableStatus(
+                table=table,
+                applied_ts=table_state_now.applied_ts if table_state_now else 0,
+                ddl_ts=table_state_now.ddl_ts if table_state_now else 0,
+                rows=rows,
+                pending=committed.pending_rows.get(table, 0),
+                quarantined=quarantined.get(str(table), 0),
+                last_ddl=last_ddl.get(str(table), ""),
+                stopped=stopped.get(str(table), ""),
+            )
+        )
+    return committed, tables
+
+
+def _newest_state(directory: Path) -> TableState:
+    """The state of the newest of our commits among the table's newest ``HISTORY_DEPTH`` (as
+    ``table_state.read_table_state`` reads it through Spark)."""
+    for version in sorted(delta_log.commit_versions(directory), reverse=True)[: table_state.HISTORY_DEPTH]:
+        found = table_state.state_from_metadata(
+            delta_log.read_commit(directory, version).info.get("userMetadata")
+        )
+        if found is not None:
+            return found
+    return TableState()
+
+
+def last_ddls(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+    """The rule of ``_last_ddls`` over the DDL history's rows: per table, the statement of the newest DDL
+    applied or recorded; and for a table whose newest refused DDL is newer than any of those, that DDL."""
+
+    def order(row: Mapping[str, Any]) -> tuple[bool, int, bool, Any]:
+        # As Spark orders the struct (commit_ts, recorded_at): a null field before any value.
+        return (row["commit_ts"] is not None, row["commit_ts"] or 0, row["recorded_at"] is not None,
+                row["recorded_at"] or 0)  # fmt: skip
+
+    done: dict[str, Mapping[str, Any]] = {}
+    refused: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if row["action"] is None:
+            continue
+        mine = refused if row["action"] == ddl_history.REJECTED else done
+        held = mine.get(row["table"])
+        if held is None or order(row) > order(held):
+            mine[row["table"]] = row
+    last = {t: r["sql"] for t, r in done.items() if r["sql"] is not None}
+    stopped = {}
+    for t, r in refused.items():
+        applied = done.get(t)
+        done_ts = None if applied is None else applied["commit_ts"]
+        if r["commit_ts"] is not None and (done_ts is None or done_ts < r["commit_ts"]):
+            stopped[t] = f"commitTs {r['commit_ts']}: {r['sql']}"
+    return last, stopped
 
 
 def render(committed: progress.Progress, tables: list[TableStatus], now: datetime | None = None) -> str:

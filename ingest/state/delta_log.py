@@ -30,6 +30,9 @@ _COORDINATED = {"catalogManaged", "catalogOwned-preview", "coordinatedCommits-pr
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 
+_Files = dict[tuple[str, str | None], dict[str, Any]]  # the live add actions, by (path, deletion vector)
+
+
 class Unreadable(Exception):
     """This reader cannot answer for the table; Spark can."""
 
@@ -106,7 +109,7 @@ def files_removed_since(table: Path, version: int) -> list[Path]:
     the only ones VACUUM may have deleted since. A file a later commit added and removed again was never
     part of ``version``, so it is left out."""
     added_later: set[tuple[str, str | None]] = set()
-    removed: dict[tuple[str, str | None], dict[str, Any]] = {}
+    removed: _Files = {}
     for commit in commits(table, after=version):
         for action in commit.actions:
             if "add" in action:
@@ -162,23 +165,8 @@ def read_rows(table: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
     Raises:
         Unreadable: pyarrow is not installed, or the table uses what this reader does not follow.
     """
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise Unreadable("pyarrow is not installed") from exc
-    versions = commit_versions(table)
-    checkpoint, files, metadata = _checkpoint(table, pq, max(versions, default=-1))
-    for commit in commits(table, after=checkpoint):
-        for action in commit.actions:
-            if "add" in action:
-                files[_file_key(action["add"])] = action["add"]
-            elif "remove" in action:
-                files.pop(_file_key(action["remove"]), None)
-            elif "metaData" in action:
-                metadata = action["metaData"]
-    newest = max(versions, default=-1)
-    if newest < 0 or not set(range(checkpoint + 1, newest + 1)) <= set(versions):
-        raise Unreadable(f"{table}: commits between checkpoint {checkpoint} and version {newest} are missing")
+    pq = _parquet()
+    files, metadata = _snapshot(table, pq)
     # A checkpoint gives a map as (key, value) pairs.
     configuration = dict((metadata or {}).get("configuration") or {})
     if configuration.get("delta.columnMapping.mode", "none") != "none":
@@ -196,9 +184,55 @@ def read_rows(table: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _checkpoint(
-    table: Path, pq: Any, newest: int
-) -> tuple[int, dict[tuple[str, str | None], dict[str, Any]], dict[str, Any] | None]:
+def row_count(table: Path) -> int:
+    """How many rows the table's newest version holds, from its files' statistics (as Delta answers a
+    plain count): each file's ``numRecords`` less the rows its deletion vector marks.
+
+    Raises:
+        Unreadable: a file without statistics, or what ``read_rows`` does not follow.
+    """
+    files, _ = _snapshot(table, _parquet())
+    count = 0
+    for add in files.values():
+        stats = add.get("stats")
+        try:
+            records = orjson.loads(stats)["numRecords"] if stats else None
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            records = None
+        if not isinstance(records, int):
+            raise Unreadable(f"{table}: {add['path']} has no row count in its statistics")
+        count += records - int((add.get("deletionVector") or {}).get("cardinality") or 0)
+    return count
+
+
+def _parquet() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise Unreadable("pyarrow is not installed") from exc
+    return pq
+
+
+def _snapshot(table: Path, pq: Any) -> tuple[_Files, dict[str, Any] | None]:
+    """The newest version's files (add actions) and table metadata: the newest checkpoint and the commits
+    after it."""
+    versions = commit_versions(table)
+    newest = max(versions, default=-1)
+    checkpoint, files, metadata = _checkpoint(table, pq, newest)
+    if newest < 0 or not set(range(checkpoint + 1, newest + 1)) <= set(versions):
+        raise Unreadable(f"{table}: commits between checkpoint {checkpoint} and version {newest} are missing")
+    for commit in commits(table, after=checkpoint):
+        for action in commit.actions:
+            if "add" in action:
+                files[_file_key(action["add"])] = action["add"]
+            elif "remove" in action:
+                files.pop(_file_key(action["remove"]), None)
+            elif "metaData" in action:
+                metadata = action["metaData"]
+    return files, metadata
+
+
+def _checkpoint(table: Path, pq: Any, newest: int) -> tuple[int, _Files, dict[str, Any] | None]:
     """The newest complete classic checkpoint at or below ``newest``: its version (-1: none), its files
     and its table metadata."""
     names = os.listdir(_log(table))
@@ -218,7 +252,7 @@ def _checkpoint(
         raise Unreadable(f"{table}: a V2 checkpoint")
     if version < 0:
         return -1, {}, None
-    files: dict[tuple[str, str | None], dict[str, Any]] = {}
+    files: _Files = {}
     metadata = None
     for _, name in sorted(parts[version].values(), key=lambda cn: cn[1]):
         try:

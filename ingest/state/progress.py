@@ -78,10 +78,15 @@ def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progr
     if row is None or row["newest"] is None:
         return Progress()
     row = row["newest"]
-    state = orjson.loads(row["state"])
+    return parse_run(int(row["run_id"]), int(row["global_watermark"]), row["state"])
+
+
+def parse_run(run_id: int, global_watermark: int, state_text: str) -> Progress:
+    """A progress row as ``Progress`` (its ``state`` column is JSON)."""
+    state = orjson.loads(state_text)
     return Progress(
-        run_id=int(row["run_id"]),
-        global_watermark=int(row["global_watermark"]),
+        run_id=run_id,
+        global_watermark=global_watermark,
         resume={_pid(k): int(v) for k, v in state["resume"].items()},
         watermarks={_pid(k): int(v) for k, v in state["watermarks"].items()},
         tables={_tid(k): _table_state(v) for k, v in state["tables"].items()},

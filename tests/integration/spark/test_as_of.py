@@ -92,11 +92,17 @@ def test_the_sql_on_stdout_of_a_fresh_process_runs_unchanged_in_spark_sql(spark,
         assert got == expected_rows(h.stream, table, h.gs[1])
 
 
-def test_a_command_that_starts_a_jvm_keeps_its_output_off_stdout(mirrored_history):
+def test_status_answers_without_a_jvm_and_a_command_that_starts_one_keeps_its_output_off_stdout(
+    mirrored_history,
+):
     h = mirrored_history
     done = _fresh_process("status", "--target-path", str(h.lake))
-    assert ":: loading settings ::" in done.stderr  # the JVM did speak, to stderr
+    assert ":: loading settings ::" not in done.stderr  # answered from the logs
     assert done.stdout.startswith(f"run 3: G = {h.gs[2]} ")
+
+    done = _fresh_process("verify", "--target-path", str(h.lake), "--other-target-path", str(h.lake))
+    assert ":: loading settings ::" in done.stderr  # verify reads every row: the JVM did speak, to stderr
+    assert done.stdout.startswith(f"as of TSO {h.gs[2]}") and "MATCH: 3 of 3 tables match" in done.stdout
     assert ":: " not in done.stdout and "WARN" not in done.stdout
 
 
