@@ -57,20 +57,31 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
         path = config.table_path(table.schema, table.table)
         state = table_state.read_table_state(spark, path)
         rows = spark.read.format("delta").load(path).count() if state is not None else 0
-        state = state or committed.tables.get(table)
-        tables.append(
-            TableStatus(
-                table=table,
-                applied_ts=state.applied_ts if state else 0,
-                ddl_ts=state.ddl_ts if state else 0,
-                rows=rows,
-                pending=committed.pending_rows.get(table, 0),
-                quarantined=bad.get(str(table), 0),
-                last_ddl=last_ddl.get(str(table), ""),
-                stopped=stopped.get(str(table), ""),
-            )
-        )
+        tables.append(_line(table, committed, state, rows, bad, last_ddl, stopped))
     return committed, tables
+
+
+def _line(
+    table: TableId,
+    committed: progress.Progress,
+    state: TableState | None,
+    rows: int,
+    bad: Mapping[str, int],
+    last_ddl: Mapping[str, str],
+    stopped: Mapping[str, str],
+) -> TableStatus:
+    """One table's status: its own state where the table has one, else what progress last recorded."""
+    state = state or committed.tables.get(table)
+    return TableStatus(
+        table=table,
+        applied_ts=state.applied_ts if state else 0,
+        ddl_ts=state.ddl_ts if state else 0,
+        rows=rows,
+        pending=committed.pending_rows.get(table, 0),
+        quarantined=bad.get(str(table), 0),
+        last_ddl=last_ddl.get(str(table), ""),
+        stopped=stopped.get(str(table), ""),
+    )
 
 
 def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableStatus]]:
@@ -110,21 +121,9 @@ def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableSt
         directory = delta_log.local_dir(config.table_path(table.schema, table.table))
         assert directory is not None  # under the root, which is local
         exists = (directory / delta_log.LOG_DIR).is_dir()
-        table_state_now = _newest_state(directory) if exists else None
-        rows = delta_log.row_count(directory) if table_state_now is not None else 0
-        table_state_now = table_state_now or committed.tables.get(table)
-        tables.append(
-            TableStatus(
-                table=table,
-                applied_ts=table_state_now.applied_ts if table_state_now else 0,
-                ddl_ts=table_state_now.ddl_ts if table_state_now else 0,
-                rows=rows,
-                pending=committed.pending_rows.get(table, 0),
-                quarantined=quarantined.get(str(table), 0),
-                last_ddl=last_ddl.get(str(table), ""),
-                stopped=stopped.get(str(table), ""),
-            )
-        )
+        own = _newest_state(directory) if exists else None
+        rows = delta_log.row_count(directory) if own is not None else 0
+        tables.append(_line(table, committed, own, rows, quarantined, last_ddl, stopped))
     return committed, tables
 
 
