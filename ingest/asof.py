@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import orjson
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,7 +25,7 @@ from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ConfigError
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
 from ingest.state import delta_log, progress
-from ingest.state.table_state import METADATA_KEY
+from ingest.state.table_state import METADATA_KEY, metadata_payload
 
 # Temporary view names: no dots allowed, so database and table are joined by this.
 VIEW_TEMPLATE = "{database}__{table}"
@@ -245,21 +244,19 @@ def resolve_local(
         AsOfRefused: as ``resolve``.
     """
     config = _config(target_path, state_path, stream_id)
-    root, state = delta_log.local_dir(config.target_path), delta_log.local_dir(config.state_path)
-    if root is None or state is None or not root.is_dir():
-        raise delta_log.Unreadable(f"{target_path}: not a directory of this machine")
-    progress_dir = state / progress.PROGRESS_DIR
-    rows = []
-    if (progress_dir / delta_log.LOG_DIR).is_dir():
-        columns = ["run_id", "stream_id", "committed_at", "global_watermark", "state"]
-        rows = [r for r in delta_log.read_rows(progress_dir, columns) if r["stream_id"] == stream_id]
-    tables_of = {int(r["run_id"]): _state_tables(r["state"]) for r in rows}
+    _, state = delta_log.local_mirror(config.target_path, config.state_path)
+    columns = ["run_id", "stream_id", "committed_at", "global_watermark", "state"]
+    rows = delta_log.rows_if_any(state / progress.PROGRESS_DIR, columns)
+    runs_of: dict[int, progress.Progress] = {}
     points = []
     for row in rows:
-        applied = [int(s.get("applied_ts") or 0) for s in tables_of[int(row["run_id"])].values()]
-        point = run_point(int(row["global_watermark"]), applied)
+        if row["stream_id"] != stream_id:
+            continue
+        run = _parse_run(row)
+        runs_of[run.run_id] = run
+        point = run_point(run.global_watermark, [s.applied_ts for s in run.tables.values()])
         if point is not None:
-            points.append(RunPoint(int(row["run_id"]), row["committed_at"], point))
+            points.append(RunPoint(run.run_id, row["committed_at"], point))
 
     def history(table: TableId, path: str) -> list[CommitPoint]:
         directory = delta_log.local_dir(path)
@@ -275,26 +272,22 @@ def resolve_local(
             raise AsOfRefused(_vacuumed(table, version, g, f"{len(gone)} files missing, e.g. {gone[0]}"))
 
     def run_tables(run_id: int) -> list[TableId]:
-        return sorted(TableId(*name.split(".", 1)) for name in tables_of.get(run_id, {}))
+        return sorted(runs_of[run_id].tables)
 
     return _answer(config, tso, tables, points, run_tables, history, check)
 
 
-def _state_tables(text: str | None) -> dict[str, dict[str, Any]]:
+def _parse_run(row: dict[str, Any]) -> progress.Progress:
     try:
-        tables = orjson.loads(text or "{}").get("tables") or {}
-    except (orjson.JSONDecodeError, AttributeError):
-        return {}
-    return {str(k): v if isinstance(v, dict) else {} for k, v in tables.items()}
+        return progress.parse_run(int(row["run_id"]), int(row["global_watermark"]), row["state"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # orjson's errors are ValueErrors
+        raise delta_log.Unreadable(f"progress run {row['run_id']}: its state does not parse: {exc}") from exc
 
 
 def _commit_point(version: int, user_metadata: object) -> CommitPoint:
     """What our ``userMetadata`` says of a commit, read as ``from_json`` does: anything else is None/0."""
-    try:
-        ours = orjson.loads(str(user_metadata)).get(METADATA_KEY) if user_metadata else None
-    except (orjson.JSONDecodeError, AttributeError):
-        ours = None
-    if not isinstance(ours, dict):
+    ours = metadata_payload(user_metadata if isinstance(user_metadata, str) else None)
+    if ours is None:
         return CommitPoint(version, None, 0)
     consistent, applied = ours.get("consistent"), ours.get("applied_ts")
     return CommitPoint(

@@ -93,15 +93,8 @@ def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableSt
         delta_log.Unreadable: the mirror is not on a local file system, or uses what the direct reader
             does not follow; ``collect`` answers then.
     """
-    root, state = delta_log.local_dir(config.target_path), delta_log.local_dir(config.state_path)
-    if root is None or state is None or not root.is_dir():
-        raise delta_log.Unreadable(f"{config.target_path}: not a directory of this machine")
-
-    def rows_of(directory: Path, columns: list[str]) -> list[dict[str, Any]]:
-        if not (directory / delta_log.LOG_DIR).is_dir():
-            return []
-        return delta_log.read_rows(directory, columns)
-
+    _, state = delta_log.local_mirror(config.target_path, config.state_path)
+    rows_of = delta_log.rows_if_any
     runs = [
         r
         for r in rows_of(state / progress.PROGRESS_DIR, ["run_id", "stream_id", "global_watermark", "state"])

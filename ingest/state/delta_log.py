@@ -46,6 +46,18 @@ def local_dir(path: str) -> Path | None:
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
+def local_mirror(target_path: str, state_path: str) -> tuple[Path, Path]:
+    """The mirror's root and state directories, when both are on this machine's file system.
+
+    Raises:
+        Unreadable: either is elsewhere, or the root is not a directory here.
+    """
+    root, state = local_dir(target_path), local_dir(state_path)
+    if root is None or state is None or not root.is_dir():
+        raise Unreadable(f"{target_path}: not a directory of this machine")
+    return root, state
+
+
 @dataclass(frozen=True)
 class Commit:
     version: int
@@ -184,6 +196,11 @@ def read_rows(table: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def rows_if_any(table: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """``read_rows`` of a table of our own that exists only once something was written to it."""
+    return read_rows(table, columns) if (table / LOG_DIR).is_dir() else []
+
+
 def row_count(table: Path) -> int:
     """How many rows the table's newest version holds, from its files' statistics (as Delta answers a
     plain count): each file's ``numRecords`` less the rows its deletion vector marks.
@@ -244,9 +261,8 @@ def _checkpoint(table: Path, pq: Any, newest: int) -> tuple[int, _Files, dict[st
             version = int(m.group(1))
             part, count = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, 1)
             parts.setdefault(version, {})[part] = (count, name)
-    complete = [
-        v for v, p in parts.items() if v <= newest and len(p) == next(iter(p.values()))[0] and len(p) >= 1
-    ]
+    # Complete: as many parts as each part's name says there are.
+    complete = [v for v, p in parts.items() if v <= newest and len(p) == next(iter(p.values()))[0]]
     version = max(complete, default=-1)
     if newest_v2 > version:
         raise Unreadable(f"{table}: a V2 checkpoint")

@@ -67,7 +67,8 @@ def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: 
     ).decode()
 
 
-def _payload(text: str | None) -> dict[str, Any] | None:
+def metadata_payload(text: str | None) -> dict[str, Any] | None:
+    """Our part of a commit's userMetadata (None: the commit is not one of ours, or it does not parse)."""
     if not text or METADATA_KEY not in text:
         return None
     try:
@@ -85,7 +86,7 @@ def _history_rows(spark: SparkSession, path: str, limit: int | None) -> list[Row
 
 def state_from_metadata(text: str | None) -> TableState | None:
     """Parse a commit's userMetadata; None when the commit is not one of ours."""
-    payload = _payload(text)
+    payload = metadata_payload(text)
     if payload is None:
         return None
     return TableState(
@@ -106,7 +107,7 @@ def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None
     for depth in (HISTORY_DEPTH, None):  # the newest commits first; the whole history only if need be
         rows = _history_rows(spark, path, depth)
         for row in sorted(rows, key=lambda r: int(r["version"]), reverse=True):
-            payload = _payload(row["userMetadata"])
+            payload = metadata_payload(row["userMetadata"])
             state = state_from_metadata(row["userMetadata"])
             if payload is None or state is None or not payload.get("consistent", True):
                 continue
