@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,7 @@ from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
 from ingest.decode.compression import Compression
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
-from ingest.model import ColumnKind, TableState
+from ingest.model import ColumnKind, TableId, TableState
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import BatchResult, run_files
 from ingest.source import files
@@ -59,6 +60,7 @@ from ingest.spark_decode import (
     envelope,
     prepare_payload,
 )
+from ingest.state.progress import commit_progress, load_progress
 from ingest.state.table_state import COMMIT_TS_COLUMN, state_to_metadata
 from testkit.workload import (
     DATETIME_BASE_MICROS,
@@ -82,6 +84,10 @@ TARGET_APPEND = 0.5
 TARGET_SCALING = 1.5
 TARGET_TABLES_MANY = 3.0
 TARGET_TABLES_SOME = 1.5
+TARGET_JOBS_PER_TABLE = 8.0
+TARGET_BARE_MERGE = 1.0
+TARGET_IDLE_TABLES = 1.2
+TARGET_FROM_JSON = 0.85
 TARGET_INGESTER = 0.5
 
 SECTIONS = (
@@ -131,6 +137,8 @@ class Sizes:
     tables_rows: int = 20_000  # BENCH_TABLES_ROWS: rows before that batch, spread over the tables
     tables_some: int = 10  # BENCH_TABLES_SOME
     tables_many: int = 100  # BENCH_TABLES_MANY
+    # BENCH_TABLES_ALL: tables in the mirror of the batch that touches only ``tables_many`` of them
+    tables_all: int = 1_000
     small_batches: int = 1_000  # BENCH_SMALL_BATCHES: small MERGEs into one table, compaction on
     # BENCH_SMALL_BATCHES_OFF: the same with compaction off. Fewer: without compaction every batch adds a
     # file, so the count is known to grow with the batches; the run compares both arms at this count
@@ -166,6 +174,7 @@ class Sizes:
             tables_rows=60,
             tables_some=2,
             tables_many=3,
+            tables_all=6,
             small_batches=3,
             small_batches_off=2,
             small_batch_rows=10,
@@ -302,6 +311,32 @@ def stopwatch() -> Iterator[list[float]]:
         yield box
     finally:
         box.append(time.perf_counter() - started)
+
+
+BARE_MERGES = 5  # bare one-row MERGEs timed after the many-tables batch; the median is reported
+
+
+@dataclass
+class TablesRun:
+    """One measured batch over many tables."""
+
+    seconds: float
+    merge: float  # inside the MERGE commands, summed over the tables
+    jobs: Counter[str]  # Spark jobs by call site
+    bare_merge: float | None = None  # the median bare one-row MERGE INTO one of the tables after it
+    status_seconds: float | None = None  # `ticdc-ingest status` on the mirror after it, a fresh process
+
+    @property
+    def job_count(self) -> int:
+        return sum(self.jobs.values())
+
+
+def _status_seconds(target: Path) -> float:
+    """Wall time of ``ticdc-ingest status`` on a mirror, in a fresh process as a user runs it."""
+    command = [sys.executable, "-m", "ingest.cli", "status", "--target-path", str(target)]
+    with stopwatch() as took:
+        subprocess.run(command, check=True, capture_output=True)
+    return took[0]
 
 
 @dataclass
@@ -527,6 +562,7 @@ class Bench:
     headline: dict[str, str] = field(default_factory=dict)
     results: dict[str, float] = field(default_factory=dict)  # bench/results.json
     ingester_rows: list[str] = field(default_factory=list)
+    _tables_runs: int = 0
 
     def dir(self, name: str) -> Path:
         path = self.workdir / name
@@ -605,6 +641,14 @@ class Bench:
             ratio,
             ratio >= TARGET_DECODE,
             _DECODE_MISSED,
+        )
+        parser_floor = canal.cpu_rate / canal.parse_cpu_rate
+        self.results["decode_vs_from_json"] = parser_floor
+        self.target(
+            f"Canal-JSON decode ≥ {TARGET_FROM_JSON}x Spark's `from_json` of the envelope alone (CPU)",
+            parser_floor,
+            parser_floor >= TARGET_FROM_JSON,
+            _FROM_JSON_MISSED,
         )
 
     def _decode_one(self, protocol: str, n: int) -> DecodeResult:
@@ -943,20 +987,41 @@ class Bench:
     # 3c. many tables ----------------------------------------------------------------------------------
     def tables(self) -> None:
         counts = sorted({1, self.sizes.tables_some, self.sizes.tables_many})
-        runs = {count: self._tables_run(count) for count in counts}
-        base = runs[1][0]
+        some, many, every = self.sizes.tables_some, self.sizes.tables_many, self.sizes.tables_all
+        runs = {count: self._tables_run(count, bare=count == many) for count in counts}
+        base = runs[1].seconds
         rows = [
-            f"| {count:,} | {self.sizes.tables_rows // count:,} | {seconds:.1f} s | {merge:.1f} s "
-            f"| {sum(jobs.values())} | {_fmt_ratio(seconds / base)} |"
-            for count, (seconds, merge, jobs) in runs.items()
+            f"| {count:,} | {self.sizes.tables_rows // count:,} | {run.seconds:.1f} s | {run.merge:.1f} s "
+            f"| {run.job_count} | {_fmt_ratio(run.seconds / base)} |"
+            for count, run in runs.items()
         ]
-        some, many = self.sizes.tables_some, self.sizes.tables_many
-        ratio_some, ratio_many = runs[some][0] / base, runs[many][0] / base
+        ratio_some, ratio_many = runs[some].seconds / base, runs[many].seconds / base
         self.results["tables_10_vs_1"] = ratio_some
         self.results["tables_100_vs_1"] = ratio_many
-        self.results["jobs_per_batch_1_table"] = sum(runs[1][2].values())
-        self.results["jobs_per_batch_100_tables"] = sum(runs[many][2].values())
-        per_table = (runs[many][0] - base) / max(many - 1, 1)
+        self.results["jobs_per_batch_1_table"] = runs[1].job_count
+        self.results["jobs_per_batch_100_tables"] = runs[many].job_count
+        per_table = (runs[many].seconds - base) / max(many - 1, 1)
+        bare = runs[many].bare_merge
+        assert bare is not None
+        self.results["extra_table_vs_bare_merge"] = per_table / bare
+        # The same batch at other table-parallelism settings (the default is 4).
+        parallel = {p: self._tables_run(many, parallelism=p) for p in (1, 8)}
+        for p, run in parallel.items():
+            self.results[f"tables_100_vs_1_parallelism_{p}"] = run.seconds / base
+        # The job list comes from a run one table after another: jobs started from the pool's threads carry
+        # the thread's entry point as their call site, not our line.
+        serial = self._tables_run(some, parallelism=1)
+        listed = {"1 table": runs[1].jobs, f"{some} tables, one after another": serial.jobs}
+        sites_seen: set[str] = set().union(*listed.values())
+        sites = sorted(sites_seen, key=lambda site: (-serial.jobs[site], site))
+        per_table_jobs = (serial.job_count - runs[1].job_count) / max(some - 1, 1)
+        self.results["jobs_per_extra_table"] = per_table_jobs
+        # A mirror of many more tables than the batch touches, against one of only the touched tables.
+        alone, among = self._tables_run(many), self._tables_run(many, idle=every - many)
+        idle_ratio = among.seconds / alone.seconds
+        self.results["tables_1000_touch_100_vs_100"] = idle_ratio
+        assert among.status_seconds is not None
+        self.results["status_1000_tables_s"] = among.status_seconds
         self.target(
             f"the batch over {many} tables ≤ {TARGET_TABLES_MANY}x the time over 1 table",
             ratio_many,
@@ -969,14 +1034,26 @@ class Bench:
             ratio_some <= TARGET_TABLES_SOME,
             _TABLES_MISSED,
         )
-        # The job list comes from a run one table after another: jobs started from the pool's threads carry
-        # the thread's entry point as their call site, not our line.
-        serial = self._tables_run(some, parallelism=1)
-        listed = {"1 table": runs[1][2], f"{some} tables, one after another": serial[2]}
-        every: set[str] = set().union(*listed.values())
-        sites = sorted(every, key=lambda site: (-serial[2][site], site))
-        per_table_jobs = (sum(serial[2].values()) - sum(runs[1][2].values())) / max(some - 1, 1)
-        self.results["jobs_per_extra_table"] = per_table_jobs
+        self.target(
+            f"Spark jobs per extra table touched ({per_table_jobs:.1f}) ≤ {TARGET_JOBS_PER_TABLE:.0f}, as a "
+            f"share of {TARGET_JOBS_PER_TABLE:.0f}",
+            per_table_jobs / TARGET_JOBS_PER_TABLE,
+            per_table_jobs <= TARGET_JOBS_PER_TABLE,
+            _JOBS_MISSED,
+        )
+        self.target(
+            f"cost per extra table ≤ {TARGET_BARE_MERGE}x a bare one-row MERGE INTO of such a table",
+            per_table / bare,
+            per_table / bare <= TARGET_BARE_MERGE,
+            _TABLES_MISSED,
+        )
+        self.target(
+            f"a batch touching {many} of {every:,} tables ≤ {TARGET_IDLE_TABLES}x the same batch in a "
+            f"mirror of those {many} alone",
+            idle_ratio,
+            idle_ratio <= TARGET_IDLE_TABLES,
+            "tables the batch does not touch still cost it: see the lines above",
+        )
         self.out(
             "## Many tables",
             "",
@@ -992,14 +1069,32 @@ class Bench:
             "| Tables | Rows per table | Ours | of which MERGE | Spark jobs | Ratio |",
             "|---|---:|---:|---:|---:|---:|",
             *rows,
+            *(
+                f"| {many}, `table-parallelism` {p} | {self.sizes.tables_rows // many:,} "
+                f"| {run.seconds:.1f} s | {run.merge:.1f} s | {run.job_count} "
+                f"| {_fmt_ratio(run.seconds / base)} |"
+                for p, run in parallel.items()
+            ),
             f"| {some}, one after another (`table-parallelism` 1) | {self.sizes.tables_rows // some:,} "
-            f"| {serial[0]:.1f} s | {serial[1]:.1f} s | {sum(serial[2].values())} "
-            f"| {_fmt_ratio(serial[0] / base)} |",
+            f"| {serial.seconds:.1f} s | {serial.merge:.1f} s | {serial.job_count} "
+            f"| {_fmt_ratio(serial.seconds / base)} |",
             "",
             f"Cost per extra table, from these runs: {per_table:.2f} s at {many} tables, of which MERGE "
-            f"{(runs[many][1] - runs[1][1]) / max(many - 1, 1):.2f} s; one after another "
-            f"{(serial[0] - base) / max(some - 1, 1):.2f} s, of which MERGE "
-            f"{(serial[1] - runs[1][1]) / max(some - 1, 1):.2f} s; {per_table_jobs:.1f} Spark jobs.",
+            f"{(runs[many].merge - runs[1].merge) / max(many - 1, 1):.2f} s; one after another "
+            f"{(serial.seconds - base) / max(some - 1, 1):.2f} s, of which MERGE "
+            f"{(serial.merge - runs[1].merge) / max(some - 1, 1):.2f} s; {per_table_jobs:.1f} Spark jobs. "
+            f"A bare one-row `MERGE INTO` of one of the {many} tables right after its batch (one key's "
+            "column set to a literal, the table's own settings, no commit settings; the median of "
+            f"{BARE_MERGES}): {bare:.2f} s, so a table costs the batch "
+            f"{_fmt_ratio(per_table / bare)} what a user's own smallest MERGE of it costs.",
+            "",
+            f"A mirror of {every:,} tables, of which the batch touches {many}: the same {many}-table "
+            f"mirror and batch as above (generated again), and {every - many:,} more tables copied from one "
+            "of them before the batch, each with the copy's state in the mirror's progress, as a mirror "
+            f"that has seen {every:,} tables holds them. The batch took {among.seconds:.1f} s "
+            f"({among.job_count} Spark jobs) against {alone.seconds:.1f} s ({alone.job_count}) in a "
+            f"mirror of the {many} alone: {_fmt_ratio(idle_ratio)}. `ticdc-ingest status` on the "
+            f"{every:,}-table mirror after it, in a fresh process: {among.status_seconds:.1f} s.",
             "",
             "The job list: every Spark job of the 1-table batch and of the batch over "
             f"{some} tables one after another, by the call site Spark recorded (for a job our code started: "
@@ -1012,33 +1107,79 @@ class Bench:
             "",
         )
 
-    def _tables_run(self, count: int, parallelism: int | None = None) -> tuple[float, float, Counter[str]]:
-        """One measured batch over ``count`` tables: seconds, seconds in MERGE, Spark jobs by call site."""
+    def _tables_run(
+        self, count: int, parallelism: int | None = None, *, bare: bool = False, idle: int = 0
+    ) -> TablesRun:
+        """One measured batch over ``count`` tables (Spark jobs by call site). ``bare``: also time a bare
+        one-row MERGE of one of them afterwards. ``idle``: that many more tables in the mirror before the
+        batch, which the batch does not touch, and ``ticdc-ingest status`` timed after it."""
         events, rows = self.sizes.tables_events, self.sizes.tables_rows
         workload = Workload(self.spec(Mix.UPDATE_HEAVY, tables=count))
         workload.create_tables()
         workload.insert_rows(max(rows // count, 1))
-        name = f"tables-{count}" if parallelism is None else f"tables-{count}-parallelism-{parallelism}"
+        self._tables_runs += 1  # a name of its own: Spark lists a job group's jobs across every run
+        name = f"tables-{self._tables_runs}-{count}-{parallelism}-{idle}"
         target, create_dir = self.dir(f"{name}-lake"), self.dir(f"{name}-create")
         write_records(workload.take(), create_dir, topic=workload.spec.topic)
         run_files(self.spark, _config(create_dir, target))
+        if idle:
+            self._add_idle_tables(_config(create_dir, target), workload.tables[0].definition.table, idle)
         workload.changes(events)
         changes_dir = self.dir(f"{name}-changes")
         write_records(workload.take(), changes_dir, topic=workload.spec.topic)
         timer = MergeTimer()
-        group = f"bench-tables-{count}-{parallelism}"
+        group = f"bench-{name}"
         params = {} if parallelism is None else {"table-parallelism": str(parallelism)}
         self.spark.sparkContext.setJobGroup(group, group)
         with timer.installed(), stopwatch() as took:
             run_files(self.spark, _config(changes_dir, target, **params))
         jobs = _job_sites(self.spark, group)
         self.spark.sparkContext.setJobGroup("bench", "bench")
-        actual = self.spark.read.format("delta").load(str(target / "bench" / "t0")).count()
+        first = workload.tables[0].definition.table
+        first_path = str(target / first.schema / first.table)
+        actual = self.spark.read.format("delta").load(first_path).count()
         if actual != workload.live_rows(0):
-            raise SystemExit(f"{count} tables: t0 holds {actual} rows, upstream {workload.live_rows(0)}")
+            raise SystemExit(f"{count} tables: {first} holds {actual} rows, upstream {workload.live_rows(0)}")
         logger.warning("bench: %d tables applied in %.1fs (%d jobs)", count, took[0], sum(jobs.values()))
+        run = TablesRun(took[0], sum(timer.seconds), jobs)
+        if bare:
+            run.bare_merge = self._bare_merge(first_path)
+        if idle:
+            run.status_seconds = _status_seconds(target)
         shutil.rmtree(target, ignore_errors=True)
-        return took[0], sum(timer.seconds), jobs
+        return run
+
+    def _add_idle_tables(self, config: IngestConfig, model: TableId, idle: int) -> None:
+        """``idle`` copies of the table ``model`` (its files and Delta log) under new names, and a progress
+        row that holds them: a mirror that has seen that many more tables."""
+        progress = load_progress(self.spark, config.state_path, config.stream_id)
+        source = Path(config.target_path) / model.schema / model.table
+        added = {}
+        for index in range(idle):
+            table = TableId(model.schema, f"idle{index:04d}")
+            shutil.copytree(source, Path(config.target_path) / table.schema / table.table)
+            added[table] = progress.tables[model]
+        grown = replace(progress, run_id=progress.run_id + 1, tables={**progress.tables, **added})
+        commit_progress(self.spark, config.state_path, config.stream_id, grown)
+
+    def _bare_merge(self, path: str) -> float:
+        """The median time of a bare one-row MERGE INTO the table: one existing key's first non-key column
+        set to a literal, with whatever settings the table and session have."""
+        key = self.spark.read.format("delta").load(path).select("id").first()
+        assert key is not None
+        column = next(f.name for f in self.spark.read.format("delta").load(path).schema if f.name != "id")
+        kind = self.spark.read.format("delta").load(path).schema[column].dataType.simpleString()
+        times = []
+        for attempt in range(BARE_MERGES):
+            statement = (
+                f"MERGE INTO delta.`{path}` AS t USING (SELECT {int(key['id'])} AS id, "
+                f"CAST({attempt} AS {kind}) AS v) AS s ON t.id = s.id "
+                f"WHEN MATCHED THEN UPDATE SET t.`{column}` = s.v"
+            )
+            with stopwatch() as took:
+                self.spark.sql(statement).collect()
+            times.append(took[0])
+        return statistics.median(times)
 
     # 3d. small files ----------------------------------------------------------------------------------
     def small_files(self) -> None:
@@ -1280,6 +1421,12 @@ _DECODE_MISSED = (
     "parsing with orjson in a scalar Arrow UDF and evaluating the codec's rules in Python (tried, not kept; "
     "see What was tried) measured about twice the CPU of this one"
 )
+_FROM_JSON_MISSED = (
+    "beyond parsing, the decode classifies every record (DML, DDL, watermark, bootstrap, garbage), checks "
+    "its fields against the protocol's rules and builds the typed output columns (positions, row images "
+    "as maps, the quarantine reason); `from_json` alone does none of that. A decode in a scalar Arrow UDF "
+    "with orjson measured about twice the CPU of this one (see What was tried)"
+)
 _APPEND_MISSED = (
     "the append writes typed rows already in memory; our batch first reads the captured records (JSON "
     "lines, base64 values), parses each TiCDC message, caches the decoded batch, converts every value "
@@ -1299,6 +1446,13 @@ _TABLES_MISSED = (
     "A small MERGE costs about 1.5 s whatever its rows, most of it Delta planning on the driver, and 10 of "
     "a table's 12 Spark jobs (see the job list); 100 tables at 3x the 1-table time would leave about 0.2 s "
     "each"
+)
+_JOBS_MISSED = (
+    "Delta's MERGE starts most of them (see the job list): rebuilding the file list of the table's "
+    "snapshot, finding the files the source touches, copying the source first, writing, and a job for each "
+    "stage of its adaptive plan; one more reads the table's newest commits for its state, one aggregates "
+    "its changes. Adaptive execution off for the MERGE gets under 8, and every measured arm was slower "
+    "with it (see What was tried)"
 )
 _SCALING_MISSED = (
     "MERGE still reads the files whose key range overlaps the batch; see Files read and the table above"
