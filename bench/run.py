@@ -37,7 +37,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import ingest.pipeline.segments
-from ingest.apply import convert, delta_io
+from ingest import delta_io
+from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import RANK_COLUMN, apply_merge
 from ingest.config import IngestConfig

@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply.delta_io import quote
 from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
 from ingest.config import IngestConfig
+from ingest.delta_io import quote
 from ingest.errors import AsOfRefused, ConfigError
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
 from ingest.state import delta_log, progress

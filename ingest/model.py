@@ -8,6 +8,8 @@ from enum import Enum
 
 # The columns of a Kafka-shaped message row, whatever the source (captured files or Kafka itself).
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
+# A normalized change's column naming the values that did not convert ("" when all did).
+BAD_COLUMN = "__bad"
 
 # A TiDB TSO is (physical milliseconds << 18) | logical.
 TSO_LOGICAL_BITS = 18

@@ -13,7 +13,7 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.config import IngestConfig
 from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.state import ddl_history, delta_log, progress, quarantine, table_state

@@ -16,15 +16,15 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import asof
-from ingest.apply import convert, delta_io
-from ingest.apply.delta_io import quote
-from ingest.apply.merge import BAD_COLUMN, normalize
+from ingest import asof, delta_io
+from ingest.apply import convert
+from ingest.apply.merge import normalize
 from ingest.config import LoadConfig
 from ingest.decode import dumpling as dd
+from ingest.delta_io import quote
 from ingest.errors import AsOfRefused
 from ingest.initial_load import as_changes
-from ingest.model import ColumnKind, TableId, tso_to_datetime
+from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
 from ingest.source import dumpling as source
 from ingest.state.table_state import PROPERTY_KEY_COLUMNS
 from ingest.verify_rules import (

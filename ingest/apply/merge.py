@@ -26,9 +26,10 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ingest.apply import convert, delta_io
-from ingest.apply.delta_io import quote, sql_literal
-from ingest.model import MESSAGE_COLUMNS, Op
+from ingest import delta_io
+from ingest.apply import convert
+from ingest.delta_io import quote, sql_literal
+from ingest.model import BAD_COLUMN, MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
 from ingest.state.table_state import COMMIT_TS_COLUMN, committing, planned_whole
 
@@ -36,7 +37,6 @@ logger = logging.getLogger(__name__)
 
 RANK_COLUMN = "_tidb_rank"
 INSERT_COLUMN = "_tidb_insert"  # the change is an INSERT upstream
-BAD_COLUMN = "__bad"
 
 # A table of at most SMALL_TABLE_BYTES is MERGEd copy-on-write: the file a change touches is rewritten,
 # not kept with a deletion vector beside it. Writing deletion vectors takes Delta seven more Spark jobs

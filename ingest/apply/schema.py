@@ -17,8 +17,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import convert, delta_io
-from ingest.apply.delta_io import prepare_to_create, quote, sql_literal, sql_string
+from ingest import delta_io
+from ingest.apply import convert
+from ingest.delta_io import prepare_to_create, quote, sql_literal, sql_string
 from ingest.model import ColumnType, TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan

@@ -12,7 +12,6 @@ from pyspark.sql import functions as F
 from ingest import order
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import (
-    BAD_COLUMN,
     apply_merge,
     converge_effect,
     first_bad_commit_ts,
@@ -27,6 +26,7 @@ from ingest.decode.codec import TypesFrom
 from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import SchemaChangeRejected
 from ingest.model import (
+    BAD_COLUMN,
     Column,
     TableId,
     TableSchema,

@@ -34,8 +34,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest.apply.delta_io import list_files
 from ingest.decode import canal_json as cj
+from ingest.delta_io import list_files
 from ingest.errors import ConfigError
 from ingest.model import MESSAGE_COLUMNS, PartitionId
 from ingest.source import MESSAGE_SCHEMA

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.model import MESSAGE_COLUMNS
 from ingest.source import MESSAGE_SCHEMA
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.model import DdlEvent, TableId, tso_to_datetime
 from ingest.state.table_state import committing, exclusive_write
 

@@ -20,8 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import errors
-from ingest.apply import delta_io
+from ingest import delta_io, errors
 from ingest.errors import IngestError
 from ingest.state import progress
 

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.model import PartitionId, TableId, TableState
 from ingest.state.table_state import planned_whole
 

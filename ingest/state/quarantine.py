@@ -11,10 +11,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import delta_io
-from ingest.apply.delta_io import quote
-from ingest.apply.merge import BAD_COLUMN
-from ingest.model import TableId
+from ingest import delta_io
+from ingest.delta_io import quote
+from ingest.model import BAD_COLUMN, TableId
 from ingest.state.table_state import exclusive_write
 
 QUARANTINE_DIR = "quarantine"

@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import delta_io
-from ingest.apply.delta_io import quote
+from ingest import delta_io
 from ingest.decode.simple import VersionedSchema, parse_table_schema
+from ingest.delta_io import quote
 from ingest.model import TableId
 
 CACHE_DIR = "schemas"

@@ -1,4 +1,4 @@
-"""The SQL text ``ingest.apply.delta_io`` writes, and how it tells Delta's errors apart, without Spark."""
+"""The SQL text ``ingest.delta_io`` writes, and how it tells Delta's errors apart, without Spark."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import types as T
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.apply.schema import partition_predicate
 from ingest.plan import partitions
 

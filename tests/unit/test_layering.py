@@ -25,11 +25,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("decode", ("ingest.parameters", "ingest.decode")),
     ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules",
                              "ingest.verify_rules")),
+    ("Delta I/O", ("ingest.delta_io",)),
     (
-        "I/O: apply, state, sources",
-        ("ingest.apply", "ingest.state", "ingest.source", "ingest.registry", "ingest.spark",
-         "ingest.spark_decode"),
+        "I/O: state, sources",
+        ("ingest.state", "ingest.source", "ingest.registry", "ingest.spark", "ingest.spark_decode"),
     ),
+    ("I/O: apply", ("ingest.apply",)),
     (
         "wiring",
         ("ingest.pipeline", "ingest.initial_load", "ingest.resync", "ingest.stream",
@@ -143,7 +144,7 @@ def test_the_package_never_imports_the_test_kit_and_the_wheel_leaves_it_out():
 
 
 # What a Spark Connect client lacks: DeltaTable (there is no Delta Connect server plugin for every Spark and
-# Delta pair), the JVM gateway, the SparkContext and RDDs. Delta I/O goes through ``ingest.apply.delta_io``
+# Delta pair), the JVM gateway, the SparkContext and RDDs. Delta I/O goes through ``ingest.delta_io``
 # (SQL and the DataFrame API) instead.
 CLASSIC_ONLY_MODULES = ("delta.tables", "py4j")
 CLASSIC_ONLY_ATTRIBUTES = ("_jvm", "_jsc", "_jdf", "_jsparkSession", "sparkContext", "rdd")

@@ -8,8 +8,7 @@ that every batch is followed by a compaction commit. Files pile up on a table ab
 
 import pytest
 
-from ingest import asof
-from ingest.apply import delta_io
+from ingest import asof, delta_io
 from ingest.apply import merge as apply_merge_module
 from ingest.apply.schema import AUTO_COMPACT
 from ingest.config import IngestConfig

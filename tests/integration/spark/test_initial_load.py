@@ -15,7 +15,7 @@ from dumpling_export import Dialect, write_export
 from mirror import delta_rows, expected_rows
 from pyspark.sql import functions as F
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.cli import main
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import ConfigError

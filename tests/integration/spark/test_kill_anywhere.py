@@ -34,8 +34,8 @@ from mirror import delta_rows, expected_rows
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
 from ingest.apply import schema as apply_schema
-from ingest.apply.delta_io import NotADeltaTable, prepare_to_create
 from ingest.config import IngestConfig, LoadConfig
+from ingest.delta_io import NotADeltaTable, prepare_to_create
 from ingest.errors import ConfigError
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId

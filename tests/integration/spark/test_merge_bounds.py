@@ -2,8 +2,9 @@
 
 from datetime import datetime
 
-from ingest.apply.merge import BAD_COLUMN, INSERT_COLUMN, ChangeSummary, summarize
+from ingest.apply.merge import INSERT_COLUMN, ChangeSummary, summarize
 from ingest.config import IngestConfig
+from ingest.model import BAD_COLUMN
 from ingest.pipeline import run_files
 from testkit.workload import Mix, Workload, WorkloadSpec, write_records
 

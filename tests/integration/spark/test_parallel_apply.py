@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from ingest.apply import delta_io
+from ingest import delta_io
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
