@@ -20,6 +20,7 @@ import argparse
 import atexit
 import base64
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,26 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 """
 
 
+@contextlib.contextmanager
+def _installing() -> Iterator[None]:
+    """One installer at a time across processes: test workers start services at once on a fresh machine,
+    and two of them extracting or resolving into the same cache would break each other's copy."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with (CACHE_DIR / ".install.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def kafka_classpath() -> tuple[str, str]:
     """The Kafka version and the broker's runtime classpath, resolved once and cached."""
+    with _installing():
+        return _kafka_classpath()
+
+
+def _kafka_classpath() -> tuple[str, str]:
     errors = []
     for version in KAFKA_VERSIONS:
         cached = CACHE_DIR / f"kafka-{version}.classpath"
@@ -117,6 +136,11 @@ def kafka_classpath() -> tuple[str, str]:
 
 def apicurio_home() -> tuple[str, Path]:
     """The Apicurio Registry version and the directory holding its ``quarkus-run.jar``."""
+    with _installing():
+        return _apicurio_home()
+
+
+def _apicurio_home() -> tuple[str, Path]:
     errors = []
     for version in APICURIO_VERSIONS:
         home = CACHE_DIR / f"apicurio-registry-{version}"

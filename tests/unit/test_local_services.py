@@ -89,3 +89,41 @@ def test_a_watched_process_group_dies_with_the_test_run_that_started_it():
         for pid in (leader, member):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+INSTALLER = textwrap.dedent(
+    """
+    import contextlib, sys
+    from pathlib import Path
+    import testkit.local_services as services
+    services.CACHE_DIR = Path(sys.argv[1])  # the Maven repository stays where it is: no new download
+    if sys.argv[2] == "unlocked":
+        services._installing = contextlib.nullcontext
+    version, home = services.apicurio_home()
+    print(home, flush=True)
+    """
+)
+
+
+def _install_at_once(cache: Path, mode: str, count: int = 3) -> list[subprocess.CompletedProcess[str]]:
+    root = Path(__file__).parents[2]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", INSTALLER, str(cache), mode],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    return [subprocess.CompletedProcess(c.args, c.wait(timeout=600), *c.communicate()) for c in children]
+
+
+def test_workers_installing_the_registry_at_once_all_get_one_whole_copy(tmp_path):
+    done = _install_at_once(tmp_path / "cache", "locked")
+    assert [d.returncode for d in done] == [0, 0, 0], [d.stderr[-2000:] for d in done]
+    homes = {d.stdout.strip() for d in done}
+    assert len(homes) == 1
+    assert (Path(homes.pop()) / "quarkus-run.jar").is_file()
+    assert not list((tmp_path / "cache").glob("*.partial"))
