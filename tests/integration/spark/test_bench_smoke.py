@@ -72,7 +72,7 @@ def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
             )
     assert re.search(r"^\| Spark driver JVM .* \| [1-9][\d,]* MiB \|$", text, re.M)
     targets = re.findall(r"^\| (.+?) \| -?[\d.]+x \| (met|missed) \|", text, re.M)
-    assert len(targets) == 11, targets
+    assert len(targets) == 10, targets
 
     assert re.search(
         rf"^\| insert-only, uniform \| {sizes.apply_events:,} \| [\d.]+ s \| [\d.]+ s \| [\d.]+x \|$",
