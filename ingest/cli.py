@@ -10,7 +10,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from importlib.resources import files as package_files
 from pathlib import Path
 
@@ -284,7 +283,7 @@ def _run(config: IngestConfig, show_progress: bool = False, remote: str | None =
     from ingest.pipeline import BatchResult, run_files
     from ingest.spark import get_session
 
-    logger.info("config: %s", _redacted(config))
+    logger.info("config: %s", config)
     spark = get_session(remote=remote)
     if config.source is SourceKind.KAFKA:
         from ingest.stream import run_kafka
@@ -328,17 +327,6 @@ def _load(flags: dict[str, str | None]) -> int:
     for table in result.tables:
         print("  " + table.describe())
     return 0
-
-
-def _redacted(config: IngestConfig) -> IngestConfig:
-    """The config as it may be logged: Kafka options that carry secrets (SASL JAAS, passwords) masked."""
-    if config.kafka is None:
-        return config
-    secret = ("password", "jaas", "secret", "token", "key")
-    options = {
-        k: ("***" if any(s in k.lower() for s in secret) else v) for k, v in config.kafka.options.items()
-    }
-    return replace(config, kafka=replace(config.kafka, options=options))
 
 
 def _resync(config: IngestConfig, table_name: str, remote: str | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -10,12 +11,14 @@ from enum import Enum
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ingest import parameters
+from ingest import parameters, secrets
 from ingest.decode import canal_json, simple, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
+
+logger = logging.getLogger(__name__)
 
 
 class Protocol(Enum):
@@ -132,7 +135,12 @@ def _choice(
         raise ConfigError(f"{key}: {text!r} is not supported; use one of: {accepted}") from exc
 
 
-@dataclass(frozen=True)
+# Kafka option names whose values are secrets whatever they say (SASL JAAS lines, key and trust store
+# passwords, OAuth tokens).
+SECRET_WORDS = ("password", "jaas", "secret", "token", "key")
+
+
+@dataclass(frozen=True, repr=False)
 class KafkaSource:
     """Where and how a Kafka stream reads. Our progress, not Spark's checkpoint, owns the positions."""
 
@@ -144,7 +152,22 @@ class KafkaSource:
     checkpoint_location: str = ""  # default: <state-path>/checkpoints/<stream-id>
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
-    options: Mapping[str, str] = field(default_factory=dict)  # kafka.* passed to Spark as they are
+    # kafka.* passed to Spark as they are; shown by ``shown_options``, for they may hold a secret (SASL)
+    options: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def shown_options(self) -> dict[str, str]:
+        """The options as they may be logged: values of keys that name a secret masked, and every resolved
+        secret reference masked wherever it appears."""
+        return {
+            key: secrets.MASK if any(word in key.lower() for word in SECRET_WORDS) else secrets.redact(value)
+            for key, value in self.options.items()
+        }
+
+    def __repr__(self) -> str:
+        shown = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "options"}
+        fields = ", ".join(f"{name}={value!r}" for name, value in shown.items())
+        return f"KafkaSource({fields}, options={self.shown_options!r})"
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:
@@ -232,6 +255,12 @@ class IngestConfig:
     input_format: InputFormat = InputFormat.AUTO
     schema_registry: str | None = None
     schema_registry_timeout: float = 60.0
+    # Credentials stay out of the config's repr (and so out of any log line or error that prints it).
+    schema_registry_user_info: str | None = field(default=None, repr=False)
+    schema_registry_bearer_token: str | None = field(default=None, repr=False)
+    schema_registry_ca_file: str | None = None
+    schema_registry_cert_file: str | None = None
+    schema_registry_key_file: str | None = None
     missing_extension: MissingExtensionPolicy = MissingExtensionPolicy.FAIL
     # TiCDC Avro: the DEFAULT of a column whose Avro field cannot carry it (a logical type with a null
     # default), as TiDB renders it; rows written before the column was added read it.
@@ -308,10 +337,50 @@ class IngestConfig:
             and self.protocol is not Protocol.CANAL_JSON
         ):
             raise ConfigError("missing-extension applies to --protocol canal-json only; remove it")
+        self._check_registry_access()
         if self.schema_registry_timeout <= 0:
             raise ConfigError(
                 "schema-registry-timeout must be a positive number of seconds, "
                 f"got {self.schema_registry_timeout}"
+            )
+
+    def _check_registry_access(self) -> None:
+        given = [
+            key
+            for key, value in (
+                ("schema-registry-user-info", self.schema_registry_user_info),
+                ("schema-registry-bearer-token", self.schema_registry_bearer_token),
+                ("schema-registry-ca-file", self.schema_registry_ca_file),
+                ("schema-registry-cert-file", self.schema_registry_cert_file),
+                ("schema-registry-key-file", self.schema_registry_key_file),
+            )
+            if value
+        ]
+        if given and not self.schema_registry:
+            raise ConfigError(f"{', '.join(given)}: set only with --schema-registry (--protocol avro)")
+        if self.schema_registry_user_info and self.schema_registry_bearer_token:
+            raise ConfigError(
+                "schema-registry-user-info and schema-registry-bearer-token: give one of them, not both"
+            )
+        if self.schema_registry_user_info is not None and ":" not in self.schema_registry_user_info:
+            raise ConfigError(
+                "schema-registry-user-info must be user:password (for Confluent Cloud: the API key, a colon, "
+                "the API secret)"
+            )
+        if self.schema_registry_key_file and not self.schema_registry_cert_file:
+            raise ConfigError("schema-registry-key-file needs --schema-registry-cert-file, the certificate")
+        for key, file in (
+            ("schema-registry-ca-file", self.schema_registry_ca_file),
+            ("schema-registry-cert-file", self.schema_registry_cert_file),
+            ("schema-registry-key-file", self.schema_registry_key_file),
+        ):
+            if file and not os.path.isfile(file):
+                raise ConfigError(f"{key}: no file at {file}")
+        url = self.schema_registry or ""
+        if (given or "@" in url) and url.startswith("http:"):
+            logger.warning(
+                "schema-registry: credentials or TLS settings are given for a plain http:// registry; "
+                "they travel unencrypted: use https://"
             )
 
     @classmethod
@@ -322,9 +391,13 @@ class IngestConfig:
             ConfigError: a key is unknown or a value is invalid; the message names both.
         """
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
-        options = {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
-        normalized = parameters.normalize(
-            {k: v for k, v in params.items() if k not in options}, parameters.RUN
+        options = {
+            k: secrets.resolve(v, setting=k)
+            for k, v in params.items()
+            if k.startswith(KAFKA_OPTION_PREFIX) and v is not None
+        }
+        normalized = _resolved(
+            parameters.normalize({k: v for k, v in params.items() if k not in options}, parameters.RUN)
         )
         source = _choice(normalized, "source", SourceKind)
         protocol = _choice(normalized, "protocol", Protocol)
@@ -364,6 +437,11 @@ class IngestConfig:
             schema_registry_timeout=parameters.number(
                 normalized, _RUN["schema-registry-timeout"], "a number of seconds"
             ),
+            schema_registry_user_info=normalized.get("schema-registry-user-info") or None,
+            schema_registry_bearer_token=normalized.get("schema-registry-bearer-token") or None,
+            schema_registry_ca_file=normalized.get("schema-registry-ca-file") or None,
+            schema_registry_cert_file=normalized.get("schema-registry-cert-file") or None,
+            schema_registry_key_file=normalized.get("schema-registry-key-file") or None,
             missing_extension=_choice(normalized, "missing-extension", MissingExtensionPolicy),
             column_defaults=parameters.parse_column_settings(
                 "column-defaults", normalized.get("column-defaults", "")
@@ -472,7 +550,7 @@ class LoadConfig:
         Raises:
             ConfigError: a key is unknown or a value is invalid; the message names both.
         """
-        normalized = parameters.normalize(params, parameters.LOAD)
+        normalized = _resolved(parameters.normalize(params, parameters.LOAD))
         load = parameters.by_key(parameters.LOAD)
 
         def text(key: str) -> str:
@@ -504,3 +582,8 @@ class LoadConfig:
             table_name_template=normalized.get("table-name-template") or None,
             compaction=_choice(normalized, "compaction", Compaction, load),
         )
+
+
+def _resolved(normalized: dict[str, str]) -> dict[str, str]:
+    """Every secret reference in the settings replaced by its value (``ingest.secrets``), at start."""
+    return {key: secrets.resolve(value, setting=key) for key, value in normalized.items()}

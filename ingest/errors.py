@@ -72,6 +72,11 @@ class RegistryUnavailable(IngestError):
     """The schema registry did not answer within the retry budget; nothing was applied."""
 
 
+class RegistryRefused(IngestError):
+    """The schema registry refused the credentials, or its TLS certificate is not trusted: retrying would not
+    help; nothing was applied."""
+
+
 class AsOfRefused(IngestError):
     """The mirror cannot answer a read as of the TSO asked for (before it started, after its G, or the
     version that held it was vacuumed or cleaned from the log)."""

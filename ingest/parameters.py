@@ -68,6 +68,16 @@ RUN: tuple[Parameter, ...] = (
               "changefeed registers with"),
     Parameter("schema-registry-timeout", "60", "seconds the registry may stay unreachable (retried with "
               "backoff) before the run stops"),
+    Parameter("schema-registry-user-info", None, "user:password for the registry's HTTP basic auth "
+              "(Confluent's basic.auth.user.info: an API key and secret); give it as a secret reference, "
+              "e.g. {{secrets/<scope>/<key>}} or {{env:NAME}}"),
+    Parameter("schema-registry-bearer-token", None, "or: a bearer token for the registry, as a secret "
+              "reference"),
+    Parameter("schema-registry-ca-file", None, "PEM file of the CAs that sign the registry's TLS "
+              "certificate, trusted instead of the system's"),
+    Parameter("schema-registry-cert-file", None, "PEM client certificate, for a registry that asks for one "
+              "(its key in it, or in --schema-registry-key-file)"),
+    Parameter("schema-registry-key-file", None, "PEM private key of --schema-registry-cert-file"),
     Parameter("missing-extension", "fail", "Canal-JSON without enable-tidb-extension: fail, or apply it best "
               "effort in offset order (per-key convergence, see the README)", ("fail", "offset-order")),
     Parameter("column-defaults", None, "the value rows older than an ADD COLUMN read, where the stream "

@@ -1,17 +1,25 @@
-"""A Confluent-compatible schema registry over HTTP: writer schemas by id (cached), and registration. I/O.
+"""A Confluent-compatible schema registry over HTTP(S): writer schemas by id (cached), and registration. I/O.
 
 Only the driver talks to the registry: it looks up the ids a batch names, once each, and ships the
 schemas to the executors with the decode. Transient failures (connection refused, timeouts, 5xx) are
 retried with backoff within a bounded budget; then the run stops with an error that names the registry.
+Refused credentials (HTTP 401 or 403) and a failed TLS handshake are not outages: they stop the run at
+once, with what to check. Credentials are sent as HTTP basic auth (Confluent's ``user:password`` user
+info, or user info in the URL) or as a bearer token; TLS may use a CA bundle of its own and a client
+certificate. No error or log line carries a credential or the URL's user info.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from tenacity import (
@@ -24,7 +32,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ingest.errors import RegistryUnavailable
+from ingest.config import IngestConfig
+from ingest.errors import RegistryRefused, RegistryUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +44,61 @@ class _Transient(Exception):
     """A failure worth retrying: the registry may come back."""
 
 
-class SchemaRegistry:
-    """Client of one registry (``url`` is the API root, e.g. ``http://host:8081``)."""
+@dataclass(frozen=True)
+class RegistryAccess:
+    """How to reach a secured registry. ``user_info`` is ``user:password``; ``ca_file`` a PEM bundle of the
+    CAs to trust instead of the system's; ``cert_file`` (and ``key_file``, unless the key is in it) a client
+    certificate. Values, not references: secret references are resolved before this is built."""
 
-    def __init__(self, url: str, *, budget_seconds: float = 60.0, attempts: int = 8) -> None:
-        self.url = url.rstrip("/")
+    user_info: str | None = None
+    bearer_token: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    def __repr__(self) -> str:
+        shown = {
+            "user": self.user_info.split(":", 1)[0] if self.user_info else None,
+            "bearer_token": "[REDACTED]" if self.bearer_token else None,
+            "ca_file": self.ca_file,
+            "cert_file": self.cert_file,
+        }
+        return f"RegistryAccess({', '.join(f'{k}={v!r}' for k, v in shown.items() if v)})"
+
+
+class SchemaRegistry:
+    """Client of one registry (``url`` is the API root, e.g. ``https://host:8081``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        budget_seconds: float = 60.0,
+        attempts: int = 8,
+        access: RegistryAccess | None = None,
+    ) -> None:
+        access = access or RegistryAccess()
+        parts = urllib.parse.urlsplit(url.rstrip("/"))
+        user_info = access.user_info
+        if parts.username is not None:
+            # Confluent's basic.auth.credentials.source=URL: the URL's user info is the credential.
+            user_info = user_info or urllib.parse.unquote(
+                parts.username + (":" + parts.password if parts.password is not None else "")
+            )
+            parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
+        self.url = urllib.parse.urlunsplit(parts)
         self.budget_seconds = budget_seconds
         self.attempts = attempts
+        self._headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
+        if user_info is not None:
+            token = base64.b64encode(user_info.encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
+        elif access.bearer_token is not None:
+            self._headers["Authorization"] = f"Bearer {access.bearer_token}"
+        self._credentials = (
+            "the user info" if user_info else "the bearer token" if access.bearer_token else None
+        )
+        self._context = _tls_context(access) if parts.scheme == "https" else None
         self._by_id: dict[int, str | None] = {}
 
     def schemas(self, ids: Iterable[int]) -> dict[int, str | None]:
@@ -82,20 +139,59 @@ class SchemaRegistry:
 
     def _once(self, path: str, payload: dict[str, Any] | None, *, missing_ok: bool) -> dict[str, Any] | None:
         data = json.dumps(payload).encode() if payload is not None else None
-        request = urllib.request.Request(
-            self.url + path, data=data, headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
-        )
+        request = urllib.request.Request(self.url + path, data=data, headers=self._headers)
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=30, context=self._context) as response:
                 return dict(json.loads(response.read()))
         except urllib.error.HTTPError as exc:
             if exc.code == 404 and missing_ok:
                 return None
             if exc.code >= 500 or exc.code == 429:
                 raise _Transient(f"HTTP {exc.code}") from exc
+            if exc.code in (401, 403):
+                given = f"{self._credentials} given" if self._credentials else "no credentials given"
+                raise RegistryRefused(
+                    f"schema registry {self.url} refused {path} with HTTP {exc.code} ({given}): check "
+                    "--schema-registry-user-info (user:password, e.g. a Confluent API key and secret) or "
+                    "--schema-registry-bearer-token, and that this principal may read the registry. "
+                    "Nothing was applied and progress did not move"
+                ) from None
             detail = exc.read().decode(errors="replace")[:300]
             raise RegistryUnavailable(
                 f"schema registry {self.url} refused {path}: HTTP {exc.code} {detail}"
             ) from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            raise _Transient(str(getattr(exc, "reason", exc))) from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLError):
+                why = exc.reason.reason or exc.reason
+                raise RegistryRefused(
+                    f"schema registry {self.url}: the TLS handshake failed ({why}); "
+                    "check --schema-registry-ca-file (the PEM bundle of the CA that signed the registry's "
+                    "certificate) and, if the registry asks for one, --schema-registry-cert-file and "
+                    "--schema-registry-key-file. Nothing was applied and progress did not move"
+                ) from None
+            raise _Transient(str(exc.reason)) from exc
+        except (TimeoutError, ConnectionError) as exc:
+            raise _Transient(str(exc)) from exc
+
+
+def _tls_context(access: RegistryAccess) -> ssl.SSLContext:
+    """The system's trust store, or ``ca_file`` instead; a client certificate when one is given."""
+    context = ssl.create_default_context(cafile=access.ca_file)
+    if access.cert_file:
+        context.load_cert_chain(access.cert_file, access.key_file)
+    return context
+
+
+def registry_for(config: IngestConfig) -> SchemaRegistry:
+    """The client of the run's registry, with its credentials and TLS settings."""
+    if config.schema_registry is None:
+        raise AssertionError("IngestConfig requires --schema-registry for --protocol avro")
+    access = RegistryAccess(
+        user_info=config.schema_registry_user_info,
+        bearer_token=config.schema_registry_bearer_token,
+        ca_file=config.schema_registry_ca_file,
+        cert_file=config.schema_registry_cert_file,
+        key_file=config.schema_registry_key_file,
+    )
+    timeout = config.schema_registry_timeout
+    return SchemaRegistry(config.schema_registry, budget_seconds=timeout, access=access)

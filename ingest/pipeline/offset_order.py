@@ -44,7 +44,7 @@ from ingest.pipeline.schema_change import apply_change
 from ingest.pipeline.sessions import TableSessions
 from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
-from ingest.registry import SchemaRegistry
+from ingest.registry import registry_for
 from ingest.spark import cached
 from ingest.spark_decode import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
 from ingest.state import ddl_history, progress, quarantine, table_state
@@ -73,8 +73,7 @@ def process_batch(
     """Decode and apply one batch of TiCDC Avro records, then commit progress."""
     started = time.monotonic()
     run_id = committed.run_id + 1
-    assert config.schema_registry is not None  # IngestConfig requires it for --protocol avro
-    registry = SchemaRegistry(config.schema_registry, budget_seconds=config.schema_registry_timeout)
+    registry = registry_for(config)
     texts = registry.schemas(avro_schema_ids(messages))
     book = ta.schema_book(texts)
     for schema_id, problem in sorted(book.problems.items()):

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "ingest"
 # module and everything under it (``ingest.decode`` covers ``ingest.decode.simple``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("ingest.model", "ingest.errors")),
-    ("decode", ("ingest.parameters", "ingest.decode")),
+    ("decode", ("ingest.parameters", "ingest.secrets", "ingest.decode")),
     ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules",
                              "ingest.verify_rules")),
     ("Delta I/O", ("ingest.delta_io",)),
