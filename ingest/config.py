@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -377,6 +378,9 @@ class IngestConfig:
             if file and not os.path.isfile(file):
                 raise ConfigError(f"{key}: no file at {file}")
         url = self.schema_registry or ""
+        password = urllib.parse.urlsplit(url).password
+        if password:
+            secrets.remember(password)  # user info in the URL: masked in every log line like a secret
         if (given or "@" in url) and url.startswith("http:"):
             logger.warning(
                 "schema-registry: credentials or TLS settings are given for a plain http:// registry; "

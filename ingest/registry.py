@@ -3,10 +3,11 @@
 Only the driver talks to the registry: it looks up the ids a batch names, once each, and ships the
 schemas to the executors with the decode. Transient failures (connection refused, timeouts, 5xx) are
 retried with backoff within a bounded budget; then the run stops with an error that names the registry.
-Refused credentials (HTTP 401 or 403) and a failed TLS handshake are not outages: they stop the run at
-once, with what to check. Credentials are sent as HTTP basic auth (Confluent's ``user:password`` user
-info, or user info in the URL) or as a bearer token; TLS may use a CA bundle of its own and a client
-certificate. No error or log line carries a credential or the URL's user info.
+Refused credentials (HTTP 401 or 403), an untrusted certificate and a refused client certificate are not
+outages: they stop the run at once, with what to check. Credentials are sent as HTTP basic auth
+(Confluent's ``user:password`` user info, or user info in the URL) or as a bearer token; TLS may use a CA
+bundle of its own and a client certificate. No error or log line carries a credential or the URL's user
+info.
 """
 
 from __future__ import annotations
@@ -162,16 +163,20 @@ class SchemaRegistry:
             ) from exc
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ssl.SSLError):
-                why = exc.reason.reason or exc.reason
-                raise RegistryRefused(
-                    f"schema registry {self.url}: the TLS handshake failed ({why}); "
-                    "check --schema-registry-ca-file (the PEM bundle of the CA that signed the registry's "
-                    "certificate) and, if the registry asks for one, --schema-registry-cert-file and "
-                    "--schema-registry-key-file. Nothing was applied and progress did not move"
-                ) from None
+                raise self._tls_refused(exc.reason) from None
             raise _Transient(str(exc.reason)) from exc
+        except ssl.SSLError as exc:  # a client certificate refused after the handshake (TLS 1.3)
+            raise self._tls_refused(exc) from None
         except (TimeoutError, ConnectionError) as exc:
             raise _Transient(str(exc)) from exc
+
+    def _tls_refused(self, error: ssl.SSLError) -> RegistryRefused:
+        return RegistryRefused(
+            f"schema registry {self.url}: TLS failed ({error.reason or error}); check "
+            "--schema-registry-ca-file (the PEM bundle of the CA that signed the registry's certificate) "
+            "and, if the registry asks for one, --schema-registry-cert-file and --schema-registry-key-file. "
+            "Nothing was applied and progress did not move"
+        )
 
 
 def _tls_context(access: RegistryAccess) -> ssl.SSLContext:

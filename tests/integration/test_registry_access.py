@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest import secrets
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, RegistryRefused
 from ingest.registry import registry_for
@@ -151,11 +152,18 @@ def test_the_right_credentials_from_a_secret_reference_fetch_the_schema(
     assert registry_for(config).schemas([1]) == {1: SCHEMA}
 
 
-def test_user_info_in_the_url_works_and_the_client_keeps_it_out_of_its_url(server, certificates, tmp_path):
+def test_user_info_in_the_url_works_and_stays_out_of_the_client_url_and_the_log(
+    server, certificates, tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setattr(secrets, "_known", set())  # no other test's secret may mask this one
     url = server.url.replace("https://", f"https://{USER}:{PASSWORD}@")
-    registry = registry_for(_config(url, tmp_path, **{"schema-registry-ca-file": str(certificates.ca)}))
+    config = _config(url, tmp_path, **{"schema-registry-ca-file": str(certificates.ca)})
+    registry = registry_for(config)
     assert registry.schemas([1]) == {1: SCHEMA}
     assert PASSWORD not in registry.url and USER not in registry.url
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("ingest.cli").info("config: %s", config)
+    assert "config: " in caplog.text and PASSWORD not in caplog.text
 
 
 def test_a_client_certificate_reaches_a_registry_that_asks_for_one(mtls_server, certificates, tmp_path):
@@ -204,7 +212,7 @@ def test_a_registry_certificate_from_an_unknown_ca_stops_at_once(server, certifi
         },
     )
     started = time.monotonic()
-    with pytest.raises(RegistryRefused, match=r"TLS handshake failed.*--schema-registry-ca-file") as raised:
+    with pytest.raises(RegistryRefused, match=r"TLS failed.*--schema-registry-ca-file") as raised:
         registry_for(config).schemas([1])
     assert time.monotonic() - started < 5
     assert server.requests == []
