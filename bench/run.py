@@ -1166,10 +1166,11 @@ class Bench:
     def _bare_merge(self, path: str) -> float:
         """The median time of a bare one-row MERGE INTO the table: one existing key's first non-key column
         set to a literal, with whatever settings the table and session have."""
-        key = self.spark.read.format("delta").load(path).select("id").first()
+        table = self.spark.read.format("delta").load(path)
+        key = table.select("id").first()
         assert key is not None
-        column = next(f.name for f in self.spark.read.format("delta").load(path).schema if f.name != "id")
-        kind = self.spark.read.format("delta").load(path).schema[column].dataType.simpleString()
+        field = next(f for f in table.schema if f.name != "id")
+        column, kind = field.name, field.dataType.simpleString()
         times = []
         for attempt in range(BARE_MERGES):
             statement = (

@@ -346,17 +346,17 @@ class IngestConfig:
             )
 
     def _check_registry_access(self) -> None:
-        given = [
-            key
-            for key, value in (
-                ("schema-registry-user-info", self.schema_registry_user_info),
-                ("schema-registry-bearer-token", self.schema_registry_bearer_token),
-                ("schema-registry-ca-file", self.schema_registry_ca_file),
-                ("schema-registry-cert-file", self.schema_registry_cert_file),
-                ("schema-registry-key-file", self.schema_registry_key_file),
-            )
-            if value
-        ]
+        files = {
+            "schema-registry-ca-file": self.schema_registry_ca_file,
+            "schema-registry-cert-file": self.schema_registry_cert_file,
+            "schema-registry-key-file": self.schema_registry_key_file,
+        }
+        settings = {
+            "schema-registry-user-info": self.schema_registry_user_info,
+            "schema-registry-bearer-token": self.schema_registry_bearer_token,
+            **files,
+        }
+        given = [key for key, value in settings.items() if value]
         if given and not self.schema_registry:
             raise ConfigError(f"{', '.join(given)}: set only with --schema-registry (--protocol avro)")
         if self.schema_registry_user_info and self.schema_registry_bearer_token:
@@ -370,11 +370,7 @@ class IngestConfig:
             )
         if self.schema_registry_key_file and not self.schema_registry_cert_file:
             raise ConfigError("schema-registry-key-file needs --schema-registry-cert-file, the certificate")
-        for key, file in (
-            ("schema-registry-ca-file", self.schema_registry_ca_file),
-            ("schema-registry-cert-file", self.schema_registry_cert_file),
-            ("schema-registry-key-file", self.schema_registry_key_file),
-        ):
+        for key, file in files.items():
             if file and not os.path.isfile(file):
                 raise ConfigError(f"{key}: no file at {file}")
         url = self.schema_registry or ""
@@ -395,11 +391,9 @@ class IngestConfig:
             ConfigError: a key is unknown or a value is invalid; the message names both.
         """
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
-        options = {
-            k: secrets.resolve(v, setting=k)
-            for k, v in params.items()
-            if k.startswith(KAFKA_OPTION_PREFIX) and v is not None
-        }
+        options = _resolved(
+            {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
+        )
         normalized = _resolved(
             parameters.normalize({k: v for k, v in params.items() if k not in options}, parameters.RUN)
         )
