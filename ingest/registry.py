@@ -33,6 +33,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from ingest import secrets
 from ingest.config import IngestConfig
 from ingest.errors import RegistryRefused, RegistryUnavailable
 
@@ -60,7 +61,7 @@ class RegistryAccess:
     def __repr__(self) -> str:
         shown = {
             "user": self.user_info.split(":", 1)[0] if self.user_info else None,
-            "bearer_token": "[REDACTED]" if self.bearer_token else None,
+            "bearer_token": secrets.MASK if self.bearer_token else None,
             "ca_file": self.ca_file,
             "cert_file": self.cert_file,
         }
