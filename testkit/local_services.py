@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testkit.tls import Certificates
+
 logger = logging.getLogger(__name__)
 
 CACHE_DIR = Path.home() / ".cache" / "ticdc-delta-ingest"
@@ -54,6 +56,10 @@ LOG4J_VERSION = "2.25.4"  # the version Kafka 4.3 itself depends on; slf4j-api t
 APICURIO_VERSIONS = ("3.3.3", "3.3.2")
 HOST = "127.0.0.1"
 CCOMPAT_PATH = "/apis/ccompat/v7"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+BROKER_USER = "broker"
+MIRROR_USER = "mirror"
 
 
 class ServiceError(RuntimeError):
@@ -349,12 +355,62 @@ class KafkaBroker:
         port: int | None = None,
         controller_port: int | None = None,
         owned: bool = True,
+        tls: Certificates | None = None,
+        users: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
         self.version, self._classpath = kafka_classpath()
         self._process = _Process("Kafka broker", data_dir / "kafka.log", owned)
+        self.tls = tls
+        # The broker's own SCRAM user speaks for it on the inter-broker listener, the one listener it has.
+        self.users = {BROKER_USER: uuid.uuid4().hex, **(users or {})} if tls else {}
+
+    @property
+    def secure(self) -> bool:
+        """Clients must speak SASL/SCRAM-SHA-512 over TLS to the one client listener."""
+        return self.tls is not None
+
+    def spark_options(self, user: str, password: str) -> dict[str, str]:
+        """The ``kafka.*`` options a Spark Kafka client needs for this broker; ``password`` may be a secret
+        reference, which the mirror resolves."""
+        if self.tls is None:
+            return {}
+        return {
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": SCRAM_MECHANISM,
+            "kafka.sasl.jaas.config": f'{SCRAM_LOGIN} username="{user}" password="{password}";',
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": str(self.tls.ca),
+        }
+
+    def mirror_params(self, user: str = MIRROR_USER) -> dict[str, str]:
+        """The mirror's settings for this broker as ``user``, the password a ``{{file:...}}`` reference to a
+        file only its owner can read, as a mounted secret is."""
+        params = {"kafka-bootstrap-servers": self.bootstrap_servers}
+        if self.tls is None:
+            return params
+        secret = self.data_dir / "secrets" / f"{user}.password"
+        secret.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        secret.touch(mode=0o600)
+        secret.write_text(self.users[user])
+        return params | self.spark_options(user, f"{{{{file:{secret}}}}}")
+
+    def client_config(self, user: str = BROKER_USER) -> dict[str, Any]:
+        """A librdkafka client configuration (``confluent_kafka``) for this broker, as ``user``."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.tls is not None:
+            config.update(
+                {
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanisms": SCRAM_MECHANISM,
+                    "sasl.username": user,
+                    "sasl.password": self.users[user],
+                    "ssl.ca.location": str(self.tls.ca),
+                }
+            )
+        return config
 
     @property
     def bootstrap_servers(self) -> str:
@@ -369,11 +425,11 @@ class KafkaBroker:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "listeners": f"{self._listener}://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"{self._listener}://{HOST}:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": self._listener,
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{self._listener}:{self._listener}",
             "log.dirs": str(self.data_dir / "data"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -388,7 +444,23 @@ class KafkaBroker:
             # less CPU, which the tests sharing the runner's two cores get instead.
             "metadata.max.idle.interval.ms": "0",
         }
+        if self.tls is not None:
+            # The controller's listener stays plain: only the broker itself, on loopback, talks to it.
+            login = f'{SCRAM_LOGIN} username="{BROKER_USER}" password="{self.users[BROKER_USER]}";'
+            settings |= {
+                "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+                f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": login,
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.tls.server_bundle),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.tls.ca),
+            }
         return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    @property
+    def _listener(self) -> str:
+        return "SASL_SSL" if self.tls is not None else "PLAINTEXT"
 
     def start(self, timeout: float = 90.0) -> KafkaBroker:
         """Start the broker (formatting its storage the first time) and wait until it serves clients."""
@@ -429,9 +501,15 @@ class KafkaBroker:
         and kafka-storage's argument parser reads a separate ``-t -X...`` as a missing value.
         """
         config = self.data_dir / "server.properties"
+        # SCRAM users are records in the metadata log: format writes them before the broker first starts.
+        scram = [
+            arg
+            for user, password in self.users.items()
+            for arg in ("--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]")
+        ]
         done = subprocess.run(
             [_java(17), "-cp", self._classpath, "kafka.tools.StorageTool", "format",
-             f"--cluster-id={cluster_id}", "-c", str(config)],
+             f"--cluster-id={cluster_id}", "-c", str(config), *scram],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if done.returncode != 0:
@@ -641,12 +719,22 @@ def terminate_group(pid: int, timeout: float) -> None:
 # -- producing captured records ----------------------------------------------------------------------------
 
 
-def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
+Client = str | KafkaBroker
+"""A broker to talk to: its bootstrap servers (plain), or the broker itself (its own security settings)."""
+
+
+def _client_config(client: Client) -> dict[str, Any]:
+    if isinstance(client, KafkaBroker):
+        return client.client_config()
+    return {"bootstrap.servers": client}
+
+
+def create_topic(client: Client, topic: str, partitions: int) -> None:
     """Create a topic with ``partitions`` partitions (no-op if it exists with that many)."""
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 3})
+    admin = AdminClient({**_client_config(client), "log_level": 3})
     existing = admin.list_topics(timeout=30).topics
     if topic in existing:
         have = len(existing[topic].partitions)
@@ -657,9 +745,7 @@ def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
     futures[topic].result(timeout=30)
 
 
-def produce_records(
-    bootstrap_servers: str, records: Iterable[Mapping[str, Any]], topic: str | None = None
-) -> int:
+def produce_records(client: Client, records: Iterable[Mapping[str, Any]], topic: str | None = None) -> int:
     """Produce captured records (``testkit.sample`` shape: base64 key/value) to their partitions, in order.
 
     One idempotent producer keeps each partition's order and never duplicates on retry, like TiCDC's
@@ -669,7 +755,7 @@ def produce_records(
 
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap_servers,
+            **_client_config(client),
             "enable.idempotence": True,
             "linger.ms": 5,
             "acks": "all",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -197,10 +198,16 @@ def _stop_classic_spark() -> None:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One real Kafka broker (KRaft, single node, 127.0.0.1) per test session; killed at the end."""
-    from testkit.local_services import KafkaBroker
+    """One real Kafka broker (KRaft, single node, 127.0.0.1) per test session; killed at the end.
 
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    Its one client listener takes SASL/SCRAM over TLS only, as production brokers do: every Kafka test
+    reads through it with the mirror user's password given as a secret reference (``mirror_params``)."""
+    from testkit.local_services import MIRROR_USER, KafkaBroker
+    from testkit.tls import make_certificates
+
+    tls = make_certificates(tmp_path_factory.mktemp("kafka-tls"))
+    users = {MIRROR_USER: f"mirror-{uuid.uuid4().hex}"}
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), tls=tls, users=users)
     broker.start()
     try:
         yield broker

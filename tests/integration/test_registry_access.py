@@ -13,7 +13,6 @@ import base64
 import json
 import logging
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -27,46 +26,15 @@ from ingest import secrets
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, RegistryRefused
 from ingest.registry import registry_for
+from testkit.tls import Certificates, make_certificates
 
 USER, PASSWORD = "cdc-reader", "Regi5try-S3cret-for-tests"
 SCHEMA = '{"type": "record", "name": "r", "fields": []}'
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-@dataclass(frozen=True)
-class Certificates:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-    other_ca: Path
-
-
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    d = tmp_path_factory.mktemp("tls")
-    for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={ca}",
-                 "-keyout", f"{ca}.key", "-out", f"{ca}.pem", cwd=d)  # fmt: skip
-    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    for name in ("server", "client"):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
-                 "-out", f"{name}.csr", cwd=d)  # fmt: skip
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)  # fmt: skip
-    return Certificates(
-        d / "ca.pem",
-        d / "server.pem",
-        d / "server.key",
-        d / "client.pem",
-        d / "client.key",
-        d / "other-ca.pem",
-    )
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
 @dataclass

@@ -25,7 +25,7 @@ class Feed:
     def send(self) -> int:
         """Produce every record the stream has gained since the last call; returns how many."""
         fresh = self.stream.records[self.sent :]
-        produce_records(self.broker.bootstrap_servers, fresh, topic=self.topic)
+        produce_records(self.broker, fresh, topic=self.topic)
         self.sent += len(fresh)
         self.rounds.append(len(fresh))
         return len(fresh)
@@ -35,7 +35,7 @@ class Feed:
 def feed(kafka_broker: KafkaBroker):
     def _feed(stream: Stream) -> Feed:
         topic = f"cdc_{next(_names)}_{stream.topic}"
-        create_topic(kafka_broker.bootstrap_servers, topic, stream.partitions)
+        create_topic(kafka_broker, topic, stream.partitions)
         return Feed(kafka_broker, stream, topic)
 
     return _feed

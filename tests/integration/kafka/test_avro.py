@@ -343,12 +343,12 @@ def test_a_kafka_stream_of_ticdc_avro_topics_converges(spark, schema_registry, k
     s = avro_stream(schema_registry, "kafka_avro")
     scenario(s)
     for table in (T, U):
-        create_topic(kafka_broker.bootstrap_servers, s.avro_topic(table), s.partitions)
-    produce_records(kafka_broker.bootstrap_servers, s.records)
+        create_topic(kafka_broker, s.avro_topic(table), s.partitions)
+    produce_records(kafka_broker, s.records)
     config = IngestConfig.from_params(
         {
             "source": "kafka",
-            "kafka-bootstrap-servers": kafka_broker.bootstrap_servers,
+            **kafka_broker.mirror_params(),
             "topic-pattern": "kafka_avro_shop_.*",
             "target-path": str(lake),
             "protocol": "avro",

@@ -35,7 +35,7 @@ def kafka_config(feed, lake, **params: str) -> IngestConfig:
     return IngestConfig.from_params(
         {
             "source": "kafka",
-            "kafka-bootstrap-servers": feed.broker.bootstrap_servers,
+            **feed.broker.mirror_params(),
             "topics": feed.topic,
             "target-path": str(lake),
             "timezone": feed.stream.tz_name,
@@ -129,7 +129,7 @@ def test_multi_partition_topic_restart_and_lost_checkpoint_are_exact(spark, feed
     # The topic gained a partition our progress never saw, and the checkpoint is lost: Spark accepts
     # specific starting offsets only for every partition, so the stream reads from the earliest offsets
     # and drops what our progress already holds. Still exact.
-    admin = AdminClient({"bootstrap.servers": topic.broker.bootstrap_servers})
+    admin = AdminClient(topic.broker.client_config())
     admin.create_partitions([NewPartitions(topic.topic, 3)])[topic.topic].result(timeout=30)
     shutil.rmtree(config.checkpoint_location)
     stream.update(customers, (1011,), {"points": 8}, stream.tso(t + 5))
@@ -145,6 +145,7 @@ def _params(config: IngestConfig) -> dict[str, str]:
     return {
         "source": "kafka",
         "kafka-bootstrap-servers": config.kafka.bootstrap_servers,
+        **config.kafka.options,
         "topics": ",".join(config.kafka.topics),
         "target-path": config.target_path,
         "timezone": config.timezone,
@@ -284,7 +285,7 @@ def test_cli_runs_a_kafka_stream(spark, feed, lake, capsys):
     topic = feed(stream)
     topic.send()
     code = main(
-        ["run", "--source", "kafka", "--kafka-bootstrap-servers", topic.broker.bootstrap_servers,
+        ["run", "--source", "kafka", *[f"--{k}={v}" for k, v in topic.broker.mirror_params().items()],
          "--topics", topic.topic, "--target-path", str(lake), "--kafka.client.id=ticdc-ingest-cli-test"]
     )  # fmt: skip
     assert code == 0

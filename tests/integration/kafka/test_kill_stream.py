@@ -13,10 +13,10 @@ from ingest.config import IngestConfig
 from ingest.stream import run_kafka
 
 
-def mirror_args(bootstrap: str, topic: str, lake, protocol: str) -> list[str]:
+def mirror_args(access: dict[str, str], topic: str, lake, protocol: str) -> list[str]:
     # Small batches: a kill lands inside a micro-batch, with others committed before it and others after.
     return [
-        "run", "--source", "kafka", "--kafka-bootstrap-servers", bootstrap, "--topics", topic,
+        "run", "--source", "kafka", *[f"--{k}={v}" for k, v in access.items()], "--topics", topic,
         "--target-path", str(lake), "--protocol", protocol, "--trigger", "available-now",
         "--max-offsets-per-trigger", "20",
     ]  # fmt: skip
@@ -29,18 +29,18 @@ def test_kafka_mirror_killed_at_random_instants_continues_exactly(spark, feed, t
     stream = kill_stream(protocol, rnd)
     topic = feed(stream)
     topic.send()
-    bootstrap = topic.broker.bootstrap_servers
+    access = topic.broker.mirror_params()
     lake = tmp_path / "lake"
 
     def config_for(target) -> IngestConfig:
         return IngestConfig.from_params(
-            {"source": "kafka", "kafka-bootstrap-servers": bootstrap, "topics": topic.topic,
+            {"source": "kafka", **access, "topics": topic.topic,
              "target-path": str(target), "protocol": protocol, "max-offsets-per-trigger": "20"}
         )  # fmt: skip
 
     marks = kill_marks(rnd, progress_of(lambda: run_kafka(spark, config_for(tmp_path / "once"))), KILLS)
 
-    outcomes = run_killed(mirror_args(bootstrap, topic.topic, lake, protocol), marks)
+    outcomes = run_killed(mirror_args(access, topic.topic, lake, protocol), marks)
 
     why = f"seed {seed}: {', '.join(outcomes)}"
     print(why)  # shown with -rP: where the kills landed
