@@ -23,6 +23,9 @@ class Certificates:
         return self.server_cert.with_name("server-bundle.pem")
 
 
+_FILES = ("ca.pem", "server.pem", "server.key", "client.pem", "client.key", "other-ca.pem")
+
+
 def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
@@ -42,8 +45,6 @@ def make_certificates(directory: Path, days: int = 2) -> Certificates:
                  "-out", f"{name}.csr", cwd=d)  # fmt: skip
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
                  "-days", str(days), "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)  # fmt: skip
-    made = Certificates(
-        d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key", d / "other-ca.pem"
-    )
+    made = Certificates(*(d / name for name in _FILES))
     made.server_bundle.write_text(made.server_key.read_text() + made.server_cert.read_text())
     return made
