@@ -77,6 +77,11 @@ class RegistryRefused(IngestError):
     help; nothing was applied."""
 
 
+class KafkaRefused(IngestError):
+    """The Kafka broker refused the mirror's login, its TLS handshake or its access to the topics: retrying
+    would not help; nothing was read or written."""
+
+
 class AsOfRefused(IngestError):
     """The mirror cannot answer a read as of the TSO asked for (before it started, after its G, or the
     version that held it was vacuumed or cleaned from the log)."""

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ingest import registry
 from ingest.config import IngestConfig, Trigger
 from ingest.errors import ConfigError, IngestError, TablesStopped
 from ingest.pipeline import BatchResult, process_batch
@@ -90,6 +91,10 @@ class KafkaMirror:
                     )
                     self.query, self._from_earliest = self._from_earliest(), None
                     continue
+                # A password changed or a certificate expired while the stream ran.
+                refused = kafka_source.refusal(self.config.kafka, str(exc)) if self.config.kafka else None
+                if refused is not None:
+                    raise refused from None
                 raise
             return True if ended is None else bool(ended)
 
@@ -111,6 +116,8 @@ def start_kafka(spark: SparkSession, config: IngestConfig) -> KafkaMirror:
     Raises:
         ConfigError: not a Kafka source, or a processing-time trigger on Databricks serverless, which runs
             ``availableNow`` only.
+        KafkaRefused, RegistryRefused: the broker or the registry refused the credentials or the TLS
+            handshake; nothing was written.
     """
     source = config.kafka
     if source is None:
@@ -121,6 +128,8 @@ def start_kafka(spark: SparkSession, config: IngestConfig) -> KafkaMirror:
             "only availableNow; use --trigger available-now and schedule the job (e.g. a periodic "
             "trigger), or run it on a cluster"
         )
+    kafka_source.check_access(spark, source)
+    registry.check_access(config)
     committed = progress.load_progress(spark, config.state_path, config.stream_id)
     start = kafka_source.starting_offsets(source, committed.resume)
     # A module-level function and the config: all the batch needs, and nothing it could change for us.

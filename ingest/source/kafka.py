@@ -15,11 +15,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.config import KafkaSource
-from ingest.errors import OrderingError
+from ingest.errors import KafkaRefused, OrderingError
 from ingest.model import PartitionId
 
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
 EARLIEST = "earliest"
+_NEVER_MS = 253402300799000  # 9999-12-31T23:59:59Z
 
 
 def subscribed(source: KafkaSource, topic: str) -> bool:
@@ -42,23 +43,83 @@ def starting_offsets(source: KafkaSource, resume: Mapping[PartitionId, int]) -> 
     return orjson.dumps(positions).decode() if positions else EARLIEST
 
 
+def _options(source: KafkaSource) -> dict[str, str]:
+    """The Kafka client's options and the subscription, the same for the stream and its access check."""
+    options = {"kafka.bootstrap.servers": source.bootstrap_servers}
+    if source.topics:
+        options["subscribe"] = ",".join(source.topics)
+    else:
+        options["subscribePattern"] = source.topic_pattern or ""
+    return options | dict(source.options)
+
+
 def read_stream(spark: SparkSession, source: KafkaSource, start: str) -> DataFrame:
     """The streaming DataFrame of Kafka records for ``source``, starting at ``start`` on a new checkpoint."""
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", source.bootstrap_servers)
         .option("startingOffsets", start)
         .option("failOnDataLoss", "true" if source.fail_on_data_loss else "false")
     )
-    if source.topics:
-        reader = reader.option("subscribe", ",".join(source.topics))
-    else:
-        reader = reader.option("subscribePattern", source.topic_pattern or "")
     if source.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
-    for key, value in sorted(source.options.items()):
+    for key, value in sorted(_options(source).items()):
         reader = reader.option(key, value)
     return reader.load()
+
+
+def check_access(spark: SparkSession, source: KafkaSource) -> None:
+    """Ask the broker for the topics' latest offsets once, as the stream's client would.
+
+    A refused login, an untrusted certificate or a denied topic is then one :class:`KafkaRefused` before
+    the stream writes its checkpoint or anything of ours, instead of a streaming failure after Spark's
+    retries. Any other failure is left to the stream, which knows how to report it.
+    """
+    reader = spark.read.format("kafka").options(**_options(source))
+    # A batch read may not start at "latest", but a start after every record's timestamp falls back to
+    # the latest offsets: an empty range, reached through the same offset lookups the stream makes.
+    reader = reader.option("startingTimestamp", str(_NEVER_MS)).option("endingOffsets", "latest")
+    reader = reader.option("startingOffsetsByTimestampStrategy", "latest")
+    try:
+        reader.option("fetchOffset.numRetries", "1").load().count()
+    except Exception as exc:
+        refused = refusal(source, str(exc))
+        if refused is None:
+            raise
+        raise refused from None
+
+
+_KAFKA_ERROR = re.compile(r"org\.apache\.kafka\.common\.errors\.(\w+Exception): ?([^\n]*)")
+
+
+def refusal(source: KafkaSource, failure: str) -> KafkaRefused | None:
+    """The clear error for a Kafka client failure that retrying cannot mend, or None for any other.
+
+    Kafka's own exception names tell them apart: a SASL login refused, a TLS handshake failed (an unknown
+    CA, a wrong protocol), or an authorization denied after the login.
+    """
+    found = _KAFKA_ERROR.search(failure)
+    if found is None:
+        return None
+    kind, reason = found.group(1), found.group(2).strip()
+    where = f"Kafka at {source.bootstrap_servers}"
+    if kind == "SaslAuthenticationException":
+        return KafkaRefused(
+            f"{where} refused the mirror's login: {reason}. Check the user and password in "
+            "kafka.sasl.jaas.config and kafka.sasl.mechanism (a secret reference there gives what its "
+            "secret holds now)"
+        )
+    if kind == "SslAuthenticationException":
+        return KafkaRefused(
+            f"{where}: the TLS handshake failed: {reason}. Check that kafka.ssl.truststore.location (or "
+            "kafka.ssl.truststore.certificates) holds the CA that signed the broker's certificate, and that "
+            "kafka.security.protocol is what the broker's listener speaks"
+        )
+    if kind.endswith("AuthorizationException"):
+        return KafkaRefused(
+            f"{where} accepted the login but denied it: {kind}: {reason}. Grant the mirror's user Describe "
+            "and Read on the topics (and on its consumer group if kafka.group.id is set)"
+        )
+    return None
 
 
 def as_messages(batch: DataFrame) -> DataFrame:

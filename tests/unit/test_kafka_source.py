@@ -126,3 +126,42 @@ def test_processing_time_is_refused_on_serverless_before_the_stream_starts(monke
     )  # fmt: skip
     with pytest.raises(ConfigError, match=r"does not run on Databricks serverless.*available-now"):
         start_kafka(object(), config)  # type: ignore[arg-type]  # refused before the session is used
+
+
+# Kafka's own words, as Spark's Kafka source reports them in the failure it raises.
+_SASL = (
+    "[STREAM_FAILED] Query [id = 1b36] terminated with exception: org.apache.kafka.common.errors."
+    "SaslAuthenticationException: Authentication failed during authentication due to invalid credentials "
+    "with SASL mechanism SCRAM-SHA-512 SQLSTATE: XXKST\n=== Streaming Query ==="
+)
+_TLS = (
+    "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.SslAuthenticationException: "
+    "SSL handshake failed\nCaused by: javax.net.ssl.SSLHandshakeException: PKIX path building failed"
+)
+_ACL = "org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [cdc]"
+
+
+def test_a_refused_login_a_failed_handshake_and_a_denied_topic_each_say_what_to_check():
+    from ingest.errors import KafkaRefused
+    from ingest.source.kafka import refusal
+
+    source = KafkaSource(bootstrap_servers="b1:9093", topics=("cdc",))
+
+    login, handshake, denied = (refusal(source, text) for text in (_SASL, _TLS, _ACL))
+
+    assert isinstance(login, KafkaRefused) and isinstance(handshake, KafkaRefused)
+    assert isinstance(denied, KafkaRefused)
+    assert str(login).startswith("Kafka at b1:9093 refused the mirror's login: Authentication failed")
+    assert "kafka.sasl.jaas.config" in str(login) and "STREAM_FAILED" not in str(login)
+    assert "SSL handshake failed" in str(handshake) and "kafka.ssl.truststore.location" in str(handshake)
+    assert "Not authorized to access topics: [cdc]" in str(denied) and "Read on the topics" in str(denied)
+
+
+def test_other_kafka_failures_are_left_to_the_stream():
+    from ingest.source.kafka import refusal
+
+    source = KafkaSource(bootstrap_servers="b1:9093", topics=("cdc",))
+    timeout = "org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment."
+
+    assert refusal(source, timeout) is None
+    assert refusal(source, "some Spark failure without a Kafka exception") is None
