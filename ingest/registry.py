@@ -111,6 +111,11 @@ class SchemaRegistry:
             logger.info("schema registry: fetched writer schema %d", schema_id)
         return {i: self._by_id[i] for i in ids}
 
+    def check_access(self) -> None:
+        """One read of the kind the mirror makes (a schema by id; id 0 is never given out, so 404 is the
+        answer), raising what a refused credential or an untrusted certificate raises."""
+        self._call("/schemas/ids/0", None, missing_ok=True)
+
     def register(self, subject: str, schema: str) -> int:
         """Register ``schema`` under ``subject`` (an identical schema keeps its id); returns the id."""
         body = self._call(f"/subjects/{subject}/versions", {"schema": schema}, missing_ok=False)
@@ -201,3 +206,10 @@ def registry_for(config: IngestConfig) -> SchemaRegistry:
     )
     timeout = config.schema_registry_timeout
     return SchemaRegistry(config.schema_registry, budget_seconds=timeout, access=access)
+
+
+def check_access(config: IngestConfig) -> None:
+    """When the run reads through a registry, reach it once before anything is written: wrong credentials or
+    an untrusted certificate then stop the run at its start, with nothing to clean up."""
+    if config.schema_registry is not None:
+        registry_for(config).check_access()

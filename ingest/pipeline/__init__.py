@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ingest import registry
 from ingest.config import IngestConfig
 from ingest.decode.codec import TypesFrom
 from ingest.pipeline import offset_order, watermarked
@@ -31,6 +32,7 @@ def run_files(
     ``report`` receives progress lines (records, bytes, share of offsets done per partition) for a
     terminal; counting them costs one extra pass over the input, so it is off unless asked for.
     """
+    registry.check_access(config)
     committed = progress.load_progress(spark, config.state_path, config.stream_id)
     messages = files.read_messages(spark, config.input_path, committed.resume, config.input_format)
     if report is None:
