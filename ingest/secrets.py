@@ -63,7 +63,7 @@ def _secret(
                 f"{setting}: the environment variable {name} named by {reference} is unset or empty"
             )
     elif kind == "file":
-        path = Path(name)
+        path = Path(name).expanduser()
         try:
             value = path.read_text(encoding="utf-8").rstrip("\r\n")
         except OSError as exc:

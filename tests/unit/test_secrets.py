@@ -31,6 +31,14 @@ def test_an_environment_variable_a_file_and_a_scope_each_resolve_to_the_secret(t
     assert secrets.resolve("plain value", setting="x") == "plain value"
 
 
+def test_a_file_reference_may_start_at_the_home_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".secrets").mkdir()
+    (tmp_path / ".secrets" / "kafka").write_text(SECRET)
+
+    assert secrets.resolve("{{file:~/.secrets/kafka}}", setting="x") == SECRET
+
+
 def test_a_reference_inside_a_longer_value_is_replaced_in_place():
     jaas = 'ScramLoginModule required username="cdc" password="{{env:KAFKA_PASSWORD}}";'
     resolved = secrets.resolve(jaas, setting="kafka.sasl.jaas.config", environ={"KAFKA_PASSWORD": SECRET})
