@@ -21,6 +21,7 @@ import atexit
 import base64
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -693,6 +694,166 @@ class SparkConnectServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def nginx_binary() -> Path:
+    """nginx from Debian's package, unpacked (no root, no install) into the cache once per machine."""
+    with _installing():
+        return _nginx_binary()
+
+
+def _nginx_binary() -> Path:
+    home = CACHE_DIR / "nginx"
+    binary = home / "usr" / "sbin" / "nginx"
+    if binary.exists():
+        return binary
+    partial = home.with_suffix(".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+
+    def download() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["apt-get", "download", "nginx"], cwd=partial, capture_output=True, text=True, check=False
+        )
+
+    done = download()
+    if done.returncode != 0 and os.geteuid() == 0:
+        # A fresh machine may have no package lists yet.
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+        done = download()
+    packages = sorted(partial.glob("nginx_*.deb"))
+    if done.returncode != 0 or not packages:
+        raise ServiceError(f"apt-get download nginx failed: {done.stdout}{done.stderr}")
+    subprocess.run(["dpkg-deb", "-x", str(packages[0]), str(partial / "root")], check=True)
+    (partial / "root").rename(home)
+    shutil.rmtree(partial, ignore_errors=True)
+    return binary
+
+
+def _ssha(password: str) -> str:
+    """A password as nginx reads ``{SSHA}`` in an htpasswd file: salted SHA-1, never the clear text."""
+    salt = os.urandom(8)
+    return "{SSHA}" + base64.b64encode(hashlib.sha1(password.encode() + salt).digest() + salt).decode()
+
+
+class AuthProxy:
+    """nginx on 127.0.0.1 in front of a local HTTP service: TLS with the harness's server certificate, HTTP
+    basic auth for one user, then each request passed on as it came, without the credentials.
+
+    This is how a registry is secured in production when it has no auth of its own: the client under test
+    sees a real TLS stack (OpenSSL in nginx) and real 401s, from code this project did not write.
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        upstream: str,
+        tls: Certificates,
+        user: str,
+        password: str,
+        *,
+        owned: bool = True,
+    ) -> None:
+        self.work_dir = work_dir
+        self.upstream = upstream.rstrip("/")
+        self.tls = tls
+        self.user = user
+        self.port = free_port()
+        self._password = password
+        self._process = _Process("nginx", work_dir / "nginx.log", owned)
+
+    @property
+    def url(self) -> str:
+        return f"https://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def _config(self) -> str:
+        w = self.work_dir
+        temp = " ".join(f"{kind}_temp_path {w / 'temp' / kind};" for kind in ("client_body", "proxy"))
+        return f"""daemon off;
+master_process off;
+pid {w / "nginx.pid"};
+error_log {w / "error.log"} warn;
+events {{ worker_connections 64; }}
+http {{
+  access_log {w / "access.log"};
+  {temp}
+  fastcgi_temp_path {w / "temp" / "fastcgi"}; uwsgi_temp_path {w / "temp" / "uwsgi"};
+  scgi_temp_path {w / "temp" / "scgi"};
+  server {{
+    listen {HOST}:{self.port} ssl;
+    ssl_certificate {self.tls.server_cert};
+    ssl_certificate_key {self.tls.server_key};
+    location / {{
+      auth_basic "ticdc-delta-ingest test registry";
+      auth_basic_user_file {w / "htpasswd"};
+      proxy_set_header Authorization "";
+      proxy_pass {self.upstream};
+    }}
+  }}
+}}
+"""
+
+    def start(self, timeout: float = 30.0) -> AuthProxy:
+        (self.work_dir / "temp").mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "htpasswd").write_text(f"{self.user}:{_ssha(self._password)}\n")
+        config = self.work_dir / "nginx.conf"
+        config.write_text(self._config())
+        started = time.monotonic()
+        # -e: the error log before the configuration is read, which would otherwise be under /var/log.
+        command = [str(nginx_binary()), "-p", f"{self.work_dir}/", "-e", "stderr", "-c", str(config)]
+        self._process.launch(command, self.work_dir)
+        self._process.wait_until(lambda: _port_open(self.port), timeout)
+        logger.info(
+            "nginx TLS + basic-auth proxy up at %s for %s in %.1fs (pid %s)",
+            self.url,
+            self.upstream,
+            time.monotonic() - started,
+            self.pid,
+        )
+        return self
+
+    def stop(self) -> None:
+        self._process.stop()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def __enter__(self) -> AuthProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill() if exc[0] is not None else self.stop()
+
+
+@dataclass(frozen=True)
+class SecuredRegistry:
+    """A registry reached only through an :class:`AuthProxy`: its URL, the certificates the proxy's came
+    from (``tls.ca`` signed it, ``tls.other_ca`` did not), and the user whose password is in
+    :attr:`password_file`, as a mounted secret would be."""
+
+    url: str
+    tls: Certificates
+    user: str
+    password_file: Path
+
+    def params(self) -> dict[str, str]:
+        """The mirror's settings for this registry, the password a ``{{file:...}}`` secret reference."""
+        return {
+            "schema-registry": self.url,
+            "schema-registry-user-info": f"{self.user}:{{{{file:{self.password_file}}}}}",
+            "schema-registry-ca-file": str(self.tls.ca),
+        }
+
+    def client(self) -> Any:
+        """A registry client with the right credentials, for registering writer schemas as TiCDC does."""
+        from ingest.registry import RegistryAccess, SchemaRegistry
+
+        user_info = f"{self.user}:{self.password_file.read_text()}"
+        return SchemaRegistry(self.url, access=RegistryAccess(user_info=user_info, ca_file=str(self.tls.ca)))
 
 
 SPARK_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

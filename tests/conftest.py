@@ -227,3 +227,29 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield registry.url
     finally:
         registry.kill()
+
+
+@pytest.fixture(scope="session")
+def secured_registry(schema_registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The session's registry as production runs one: only through nginx on 127.0.0.1, which demands HTTP
+    basic auth over TLS with a certificate from a CA made for the session (``testkit.SecuredRegistry``)."""
+    from urllib.parse import urlsplit
+
+    from testkit.local_services import AuthProxy, SecuredRegistry
+    from testkit.tls import make_certificates
+
+    upstream = urlsplit(schema_registry)
+    tls = make_certificates(tmp_path_factory.mktemp("registry-tls"))
+    password = f"registry-{uuid.uuid4().hex}"
+    secret = tmp_path_factory.mktemp("registry-secret") / "password"
+    secret.touch(mode=0o600)
+    secret.write_text(password)
+    user = "cdc-reader"
+    proxy = AuthProxy(
+        tmp_path_factory.mktemp("nginx"), f"{upstream.scheme}://{upstream.netloc}", tls, user, password
+    )
+    proxy.start()
+    try:
+        yield SecuredRegistry(proxy.url + upstream.path, tls, user, secret)
+    finally:
+        proxy.kill()

@@ -1,5 +1,6 @@
 """TiCDC Avro records that TiCDC's own encoder wrote from a real TiDB (tests/fixtures/ticdc-v8.3.0/avro), with
-the writer schemas it registered, served by a real Confluent-compatible registry: every cell lands as TiDB
+the writer schemas it registered, served by a real Confluent-compatible registry that answers only basic auth
+over TLS (nginx in front of Apicurio), the password a secret reference: every cell lands as TiDB
 returned it, except what the wire cannot carry, which is warned about and can be supplied."""
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from ticdc_fixture import CORPUS, differences, expected_tables
 
 from ingest.config import IngestConfig
 from ingest.pipeline import run_files
-from ingest.registry import SchemaRegistry
 from ingest.state.ddl_history import history_path
+from testkit.local_services import SecuredRegistry
 
 # Rows of acc.t_uk written before `ADD COLUMN c_added_dec DECIMAL(12,4) DEFAULT 3.1400` and never updated.
 UNCARRIED_DEFAULT = "3.1400"
 
 
-def corpus_records(registry_url: str, target: Path, corpus: Path = CORPUS) -> Path:
+def corpus_records(secured: SecuredRegistry, target: Path, corpus: Path = CORPUS) -> Path:
     """The corpus records, their schema ids mapped to the ids this registry gave the same schemas."""
-    registry = SchemaRegistry(registry_url)
+    registry = secured.client()
     ids = {
         entry["id"]: registry.register(entry["subject"], entry["schema"])
         for entry in json.loads((corpus / "avro" / "registry.json").read_text())
@@ -46,11 +47,10 @@ def corpus_records(registry_url: str, target: Path, corpus: Path = CORPUS) -> Pa
     return target
 
 
-def mirror(spark, records: Path, lake: Path, registry_url: str, **params: str):
+def mirror(spark, records: Path, lake: Path, secured: SecuredRegistry, **params: str):
     config = IngestConfig.from_params(
-        {"input": str(records), "target-path": str(lake), "protocol": "avro", "schema-registry": registry_url,
-         **params}
-    )  # fmt: skip
+        {"input": str(records), "target-path": str(lake), "protocol": "avro", **secured.params(), **params}
+    )
     return run_files(spark, config)
 
 
@@ -59,14 +59,14 @@ def mirrored(spark, lake: Path, name: str) -> list[dict]:
     return [r.asDict() for r in spark.read.format("delta").load(f"{lake}/{database}/{table}").collect()]
 
 
-def test_every_cell_lands_with_the_default_the_user_gives(spark, schema_registry, tmp_path):
-    records = corpus_records(schema_registry, tmp_path / "in")
+def test_every_cell_lands_with_the_default_the_user_gives(spark, secured_registry, tmp_path):
+    records = corpus_records(secured_registry, tmp_path / "in")
     lake = tmp_path / "lake"
     result = mirror(
         spark,
         records,
         lake,
-        schema_registry,
+        secured_registry,
         **{"column-defaults": f"acc.t_uk.c_added_dec={UNCARRIED_DEFAULT}"},
     )
     assert result.quarantined == 0
@@ -75,12 +75,12 @@ def test_every_cell_lands_with_the_default_the_user_gives(spark, schema_registry
 
 
 def test_without_it_the_uncarried_default_is_warned_about_and_recorded(
-    spark, schema_registry, tmp_path, caplog
+    spark, secured_registry, tmp_path, caplog
 ):
-    records = corpus_records(schema_registry, tmp_path / "in")
+    records = corpus_records(secured_registry, tmp_path / "in")
     lake = tmp_path / "lake"
     with caplog.at_level(logging.WARNING):
-        mirror(spark, records, lake, schema_registry)
+        mirror(spark, records, lake, secured_registry)
     tables = expected_tables()
     for name, expected in tables.items():
         if name != "acc.t_uk":

@@ -1,10 +1,10 @@
 """The DDL corpora (tests/fixtures/corpora) under TiCDC Avro, with the writer schemas TiCDC v8.3.0 registered,
-served by a real registry. Avro carries no DDL, so what it cannot show is known in advance from the corpus's
-own record of what happened upstream (events.json): rows a DDL moves or removes without row events
-(TRUNCATE, DROP, RENAME, partition DDL, EXCHANGE), values a MODIFY COLUMN rewrites, a key that moves, column
-names outside [A-Za-z0-9_] (TiCDC sanitises them), and the DEFAULT of a DECIMAL added to a table with rows
-(TiCDC writes a null default for a logical type, so the user gives it). Every other table lands exactly,
-every cell, and no record of TiCDC's is refused."""
+served by a real registry behind basic auth over TLS. Avro carries no DDL, so what it cannot show is known
+in advance from the corpus's own record of what happened upstream (events.json): rows a DDL moves or
+removes without row events (TRUNCATE, DROP, RENAME, partition DDL, EXCHANGE), values a MODIFY COLUMN
+rewrites, a key that moves, column names outside [A-Za-z0-9_] (TiCDC sanitises them), and the DEFAULT of a
+DECIMAL added to a table with rows (TiCDC writes a null default for a logical type, so the user gives it).
+Every other table lands exactly, every cell, and no record of TiCDC's is refused."""
 
 from __future__ import annotations
 
@@ -71,11 +71,11 @@ def uncarried_defaults(corpus: str) -> str:
 
 
 @pytest.mark.parametrize("corpus", sorted(c for c in CORPORA if (CORPORA[c] / "avro").is_dir()))
-def test_every_table_avro_can_show_lands_and_no_record_is_refused(spark, schema_registry, tmp_path, corpus):
-    records = corpus_records(schema_registry, tmp_path / "in", CORPORA[corpus])
+def test_every_table_avro_can_show_lands_and_no_record_is_refused(spark, secured_registry, tmp_path, corpus):
+    records = corpus_records(secured_registry, tmp_path / "in", CORPORA[corpus])
     defaults = uncarried_defaults(corpus)
     params = {"max-bad-ratio": "0.1", **({"column-defaults": defaults} if defaults else {})}
-    result = mirror(spark, records, tmp_path / "lake", schema_registry, **params)
+    result = mirror(spark, records, tmp_path / "lake", secured_registry, **params)
     problems = {}
     exact = avro_exact(corpus)  # none in views-swaps: every table there is renamed
     for name in exact:
