@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from testkit.tls import Certificates
 
@@ -342,7 +342,34 @@ class _Process:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-class KafkaBroker:
+class _Service:
+    """A local service run as one :class:`_Process`: ``with`` stops it cleanly on a normal exit, and kills it
+    when the block raised."""
+
+    _process: _Process
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def stop(self) -> None:
+        """Shut down cleanly (SIGTERM, then SIGKILL after 30 s); its data stays for a later ``start()``."""
+        self._process.stop()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill() if exc[0] is not None else self.stop()
+
+
+class KafkaBroker(_Service):
     """A single-node KRaft broker (combined broker and controller) on 127.0.0.1.
 
     ``stop()`` then ``start()`` brings the same broker back on the same port with the same data, which is
@@ -416,10 +443,6 @@ class KafkaBroker:
     @property
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
 
     def _properties(self) -> str:
         settings = {
@@ -522,21 +545,8 @@ class KafkaBroker:
         # The listener accepts connections before the broker has caught up with the metadata log.
         return "Kafka Server started" in self._process.tail(200)
 
-    def stop(self) -> None:
-        """Shut down cleanly (SIGTERM, then SIGKILL after 30 s); data stays for a later ``start()``."""
-        self._process.stop()
 
-    def kill(self) -> None:
-        self._process.kill()
-
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.kill() if exc[0] is not None else self.stop()
-
-
-class RegistryServer:
+class RegistryServer(_Service):
     """Apicurio Registry 3 with in-memory storage; its Confluent-compatible API is at :attr:`url`."""
 
     def __init__(self, work_dir: Path, *, port: int | None = None, owned: bool = True) -> None:
@@ -549,10 +559,6 @@ class RegistryServer:
     def url(self) -> str:
         """Base URL of the Confluent-compatible API, e.g. ``http://127.0.0.1:PORT/apis/ccompat/v7``."""
         return f"http://{HOST}:{self.port}{CCOMPAT_PATH}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
 
     def start(self, timeout: float = 120.0) -> RegistryServer:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -583,18 +589,6 @@ class RegistryServer:
                 return int(response.status) == 200
         except (urllib.error.URLError, OSError):
             return False
-
-    def stop(self) -> None:
-        self._process.stop()
-
-    def kill(self) -> None:
-        self._process.kill()
-
-    def __enter__(self) -> RegistryServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.kill() if exc[0] is not None else self.stop()
 
 
 class SparkConnectServer:
@@ -736,7 +730,7 @@ def _ssha(password: str) -> str:
     return "{SSHA}" + base64.b64encode(hashlib.sha1(password.encode() + salt).digest() + salt).decode()
 
 
-class AuthProxy:
+class AuthProxy(_Service):
     """nginx on 127.0.0.1 in front of a local HTTP service: TLS with the harness's server certificate, HTTP
     basic auth for one user, then each request passed on as it came, without the credentials.
 
@@ -765,10 +759,6 @@ class AuthProxy:
     @property
     def url(self) -> str:
         return f"https://{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
 
     def _config(self) -> str:
         w = self.work_dir
@@ -815,18 +805,6 @@ http {{
             self.pid,
         )
         return self
-
-    def stop(self) -> None:
-        self._process.stop()
-
-    def kill(self) -> None:
-        self._process.kill()
-
-    def __enter__(self) -> AuthProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.kill() if exc[0] is not None else self.stop()
 
 
 @dataclass(frozen=True)
