@@ -104,12 +104,20 @@ class SchemaRegistry:
         self._by_id: dict[int, str | None] = {}
 
     def schemas(self, ids: Iterable[int]) -> dict[int, str | None]:
-        """The schema text of each id; None for an id the registry does not know (HTTP 404)."""
-        for schema_id in sorted(set(ids) - set(self._by_id)):
+        """The schema text of each id; None for an id the registry does not know (HTTP 404).
+
+        An id names one schema forever, so what was fetched is kept for the client's life; an unknown id
+        is asked again next time, for a registry restored from a backup may know it by then.
+        """
+        wanted = set(ids)
+        found: dict[int, str | None] = {i: self._by_id[i] for i in wanted & set(self._by_id)}
+        for schema_id in sorted(wanted - set(found)):
             body = self._call(f"/schemas/ids/{schema_id}", None, missing_ok=True)
-            self._by_id[schema_id] = None if body is None else str(body["schema"])
+            found[schema_id] = None if body is None else str(body["schema"])
+            if body is not None:
+                self._by_id[schema_id] = found[schema_id]
             logger.info("schema registry: fetched writer schema %d", schema_id)
-        return {i: self._by_id[i] for i in ids}
+        return found
 
     def check_access(self) -> None:
         """One read of the kind the mirror makes (a schema by id; id 0 is never given out, so 404 is the
@@ -193,8 +201,15 @@ def _tls_context(access: RegistryAccess) -> ssl.SSLContext:
     return context
 
 
+_clients: dict[tuple[str, RegistryAccess, float], SchemaRegistry] = {}
+
+
 def registry_for(config: IngestConfig) -> SchemaRegistry:
-    """The client of the run's registry, with its credentials and TLS settings."""
+    """The client of the run's registry, with its credentials and TLS settings.
+
+    One client per registry, credentials and budget in a process: a long-running stream then fetches each
+    writer schema once, not once per micro-batch.
+    """
     if config.schema_registry is None:
         raise AssertionError("IngestConfig requires --schema-registry for --protocol avro")
     access = RegistryAccess(
@@ -204,8 +219,10 @@ def registry_for(config: IngestConfig) -> SchemaRegistry:
         cert_file=config.schema_registry_cert_file,
         key_file=config.schema_registry_key_file,
     )
-    timeout = config.schema_registry_timeout
-    return SchemaRegistry(config.schema_registry, budget_seconds=timeout, access=access)
+    key = (config.schema_registry, access, config.schema_registry_timeout)
+    if key not in _clients:
+        _clients[key] = SchemaRegistry(key[0], budget_seconds=key[2], access=access)
+    return _clients[key]
 
 
 def check_access(config: IngestConfig) -> None:

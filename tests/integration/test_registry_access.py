@@ -55,6 +55,10 @@ def _serve(certificates: Certificates, *, client_certificate: bool) -> Iterator[
                 self.send_header("WWW-Authenticate", 'Basic realm="registry"')
                 self.end_headers()
                 return
+            if self.path != "/schemas/ids/1":
+                self.send_response(404)
+                self.end_headers()
+                return
             body = json.dumps({"schema": SCHEMA}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
@@ -192,3 +196,13 @@ def test_a_missing_secret_stops_before_any_request(server, certificates, tmp_pat
     with pytest.raises(ConfigError, match="REGISTRY_USER_INFO named by"):
         _config(server.url, tmp_path, **{"schema-registry-user-info": "{{env:REGISTRY_USER_INFO}}"})
     assert server.requests == []
+
+
+def test_a_run_fetches_each_schema_once_and_asks_again_for_an_unknown_one(server, certificates, tmp_path):
+    params = {"schema-registry-user-info": f"{USER}:{PASSWORD}"}
+    params["schema-registry-ca-file"] = str(certificates.ca)
+
+    for _batch in range(3):  # each micro-batch asks for its writer schemas through the run's client
+        assert registry_for(_config(server.url, tmp_path, **params)).schemas([1, 2]) == {1: SCHEMA, 2: None}
+
+    assert server.requests == ["/schemas/ids/1", "/schemas/ids/2", "/schemas/ids/2", "/schemas/ids/2"]
