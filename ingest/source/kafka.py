@@ -81,7 +81,7 @@ def check_access(spark: SparkSession, source: KafkaSource) -> None:
     reader = reader.option("startingOffsetsByTimestampStrategy", "latest")
     try:
         reader.option("fetchOffset.numRetries", "1").load().count()
-    except Exception as exc:
+    except Exception as exc:  # classic Spark and Spark Connect raise different types for the same failure
         refused = refusal(source, str(exc))
         if refused is None:
             raise
