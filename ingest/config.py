@@ -305,6 +305,13 @@ class IngestConfig:
                     f"table-name-template: {self.table_name_template!r} may only use {{database}} and "
                     "{table}, e.g. 'main.{database}.{table}'"
                 ) from exc
+            if _in_a_volume(self.target_path):
+                raise ConfigError(
+                    f"table-name-template: Unity Catalog cannot define a table on files in a volume, and "
+                    f"target-path {self.target_path!r} is one; to register the mirrored tables, put the "
+                    "mirror under an external location (s3://, abfss://, gs://), or drop "
+                    "table-name-template and read the tables by path"
+                )
         if self.input_format is InputFormat.STORAGE and self.protocol is not Protocol.CANAL_JSON:
             raise ConfigError(
                 "input-format: the storage-sink layout is read for --protocol canal-json only; "
@@ -488,6 +495,12 @@ class IngestConfig:
         if self.table_name_template is None:
             return None
         return self.table_name_template.format(database=schema, table=table)
+
+
+def _in_a_volume(path: str) -> bool:
+    """Whether ``path`` is in a Unity Catalog volume, where Delta files may be read and written by path but
+    no catalog table may be defined."""
+    return re.match(r"(dbfs:)?/Volumes/", path) is not None
 
 
 def _unescape_option(text: str) -> str:

@@ -53,6 +53,15 @@ def test_bad_values_name_the_key_and_value(key, value, message):
         IngestConfig.from_params({**BASE, key: value})
 
 
+@pytest.mark.parametrize("target", ["/Volumes/main/tidb/lake", "dbfs:/Volumes/main/tidb/lake"])
+def test_tables_in_a_volume_cannot_be_registered_in_the_catalog(target):
+    params = {**BASE, "target-path": target, "table-name-template": "main.{database}.{table}"}
+    with pytest.raises(ConfigError, match=r"cannot define a table on files in a volume.*external location"):
+        IngestConfig.from_params(params)
+    assert IngestConfig.from_params({**params, "target-path": "s3://bucket/lake"}).table_name_template
+    assert IngestConfig.from_params({**BASE, "target-path": target}).target_path == target
+
+
 def test_catalog_name_from_template():
     config = IngestConfig.from_params({**BASE, "table_name_template": "main.{database}.{table}"})
     assert config.catalog_name("shop", "orders") == "main.shop.orders"
