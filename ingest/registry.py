@@ -185,8 +185,10 @@ class SchemaRegistry:
             raise _Transient(str(exc)) from exc
 
     def _tls_refused(self, error: ssl.SSLError) -> RegistryRefused:
+        # A failed verification says why (an unknown issuer, an expired certificate, a wrong host name).
+        reason = getattr(error, "verify_message", None) or error.reason or error
         return RegistryRefused(
-            f"schema registry {self.url}: TLS failed ({error.reason or error}); check "
+            f"schema registry {self.url}: TLS failed ({reason}); check "
             "--schema-registry-ca-file (the PEM bundle of the CA that signed the registry's certificate) "
             "and, if the registry asks for one, --schema-registry-cert-file and --schema-registry-key-file. "
             "Nothing was applied and progress did not move"

@@ -1,5 +1,6 @@
 """Certificates for the local services' TLS, made by ``openssl``: a CA, a server certificate for 127.0.0.1 and
-a client certificate it signed, and a second CA that signed nothing the services serve (an "unknown CA")."""
+a client certificate it signed, the same server key in a certificate that CA signed for one day in 2020 (an
+expired one), and a second CA that signed nothing the services serve (an "unknown CA")."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class Certificates:
     client_cert: Path
     client_key: Path
     other_ca: Path
+    expired_server_cert: Path
 
     @property
     def server_bundle(self) -> Path:
@@ -23,7 +25,22 @@ class Certificates:
         return self.server_cert.with_name("server-bundle.pem")
 
 
-_FILES = ("ca.pem", "server.pem", "server.key", "client.pem", "client.key", "other-ca.pem")
+_FILES = ("ca.pem", "server.pem", "server.key", "client.pem", "client.key", "other-ca.pem", "expired.pem")
+# `openssl ca` is the one openssl command that takes a certificate's dates, which an expired one needs.
+_CA_CONFIG = """[ca]
+default_ca = signer
+[signer]
+database = index.txt
+serial = serial
+new_certs_dir = .
+default_md = sha256
+policy = any
+x509_extensions = server
+[any]
+commonName = supplied
+[server]
+subjectAltName = IP:127.0.0.1,DNS:localhost
+"""
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -45,6 +62,12 @@ def make_certificates(directory: Path, days: int = 2) -> Certificates:
                  "-out", f"{name}.csr", cwd=d)  # fmt: skip
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
                  "-days", str(days), "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)  # fmt: skip
+    (d / "ca.cnf").write_text(_CA_CONFIG)
+    (d / "index.txt").write_text("")
+    (d / "serial").write_text("1000\n")
+    _openssl("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
+             "-in", "server.csr", "-startdate", "20200101000000Z", "-enddate", "20200102000000Z",
+             "-out", "expired.pem", cwd=d)  # fmt: skip
     made = Certificates(*(d / name for name in _FILES))
     made.server_bundle.write_text(made.server_key.read_text() + made.server_cert.read_text())
     return made

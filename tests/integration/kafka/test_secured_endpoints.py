@@ -1,12 +1,14 @@
-"""Wrong credentials, an unknown CA and a missing secret, against the real secured services: the Kafka
-broker's SASL/SCRAM-over-TLS listener and the registry behind nginx's basic auth over TLS. Each stops the run
-at its start with one clear error that says what to check and holds no secret, and writes nothing: no table,
-no progress, no checkpoint."""
+"""Wrong credentials, an unknown CA, an expired certificate and a missing secret, against the real secured
+services: the Kafka broker's SASL/SCRAM-over-TLS listener and the registry behind nginx's basic auth over
+TLS. Each stops the run at its start with one clear error that says what to check and holds no secret, and
+writes nothing: no table, no progress, no checkpoint."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from test_ticdc_corpus_avro import corpus_records
@@ -15,6 +17,7 @@ from ingest.config import IngestConfig
 from ingest.errors import ConfigError, KafkaRefused, RegistryRefused
 from ingest.pipeline import run_files
 from ingest.stream import run_kafka
+from testkit.local_services import AuthProxy
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 WRONG = "not-the-password-7f3a"
@@ -118,6 +121,25 @@ def test_registry_with_an_unknown_ca_stops_at_once_and_writes_nothing(spark, sec
 
     assert took < AT_ONCE_S, took
     assert "TLS failed" in message and "--schema-registry-ca-file" in message
+    assert written(lake) == []
+
+
+def test_a_registry_whose_certificate_has_expired_stops_at_once_and_writes_nothing(
+    spark, secured_registry, tmp_path
+):
+    records = corpus_records(secured_registry, tmp_path / "in")
+    tls = replace(secured_registry.tls, server_cert=secured_registry.tls.expired_server_cert)
+    password = secured_registry.password_file.read_text()
+    # The same registry's address behind the same CA, but its certificate's day was in 2020.
+    with AuthProxy(tmp_path / "proxy", "http://127.0.0.1:9", tls, secured_registry.user, password) as proxy:
+        url = proxy.url + urlsplit(secured_registry.url).path
+        lake = tmp_path / "lake"
+        config = registry_config(secured_registry, records, lake, **{"schema-registry": url})
+
+        message, took = refused_at_once(lambda: run_files(spark, config), RegistryRefused)
+
+    assert took < AT_ONCE_S, took
+    assert "certificate has expired" in message and "--schema-registry-ca-file" in message
     assert written(lake) == []
 
 
