@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from importlib.resources import files as package_files
 from pathlib import Path
 
-from ingest import parameters
+from ingest import parameters, secrets
 from ingest.config import IngestConfig, SourceKind
 from ingest.errors import ConfigError, IngestError, TablesStopped
 from ingest.model import TableId, tso_to_datetime
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(config, show_progress=show, remote=remote)
     except IngestError as exc:
         logger.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {secrets.redact(str(exc))}", file=sys.stderr)
         return 2
 
 

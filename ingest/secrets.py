@@ -8,7 +8,7 @@ Any setting may be given as a reference instead of its value:
 
 A reference that cannot be resolved is a configuration error naming the reference, never a value. Every
 resolved value is remembered, and from then on any log record that would contain it shows ``[REDACTED]``
-in its place, whichever logger wrote it.
+in its place, whichever logger wrote it, and so does the traceback of an exception nothing caught.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import TracebackType
 
 from ingest.errors import ConfigError
 
@@ -120,7 +123,8 @@ def redact(text: str) -> str:
 
 def _install() -> None:
     """Wrap the log record factory once: each record's message is formatted and redacted as it is made, so
-    every handler, formatter and logger sees only the masked text."""
+    every handler, formatter and logger sees only the masked text. And the hook that prints an uncaught
+    exception's traceback: an error from a library may quote a value it was given."""
     global _installed
     with _lock:
         if _installed:
@@ -144,3 +148,12 @@ def _install() -> None:
         return record
 
     logging.setLogRecordFactory(factory)
+    print_uncaught = sys.excepthook
+
+    def excepthook(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+        if not _known:
+            print_uncaught(kind, error, trace)
+            return
+        sys.stderr.write(redact("".join(traceback.format_exception(kind, error, trace))))
+
+    sys.excepthook = excepthook

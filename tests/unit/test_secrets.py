@@ -8,6 +8,9 @@ The Databricks scope is read here through an injected reader standing in for ``d
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -88,6 +91,20 @@ def test_resolved_values_are_masked_in_every_later_log_record_and_traceback(capl
     assert "connecting with [REDACTED] to registry" in text
     assert "inline [REDACTED] too" in text
     assert "RuntimeError: the client said [REDACTED]" in text
+
+
+def test_an_uncaught_exception_that_quotes_a_secret_prints_it_masked():
+    # A process of its own: the hook that prints an uncaught exception is the interpreter's, not pytest's.
+    program = (
+        "from ingest import secrets\n"
+        "secrets.resolve('{{env:TOKEN}}', setting='x')\n"
+        "raise RuntimeError('the library was given ' + __import__('os').environ['TOKEN'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], env={**os.environ, "TOKEN": SECRET}, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert "RuntimeError: the library was given [REDACTED]" in done.stderr and SECRET not in done.stderr
 
 
 def test_a_value_too_short_to_mask_safely_is_left_alone(caplog):
