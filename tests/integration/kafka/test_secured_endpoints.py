@@ -26,7 +26,7 @@ AT_ONCE_S = 8.0
 
 
 def written(*roots: Path) -> list[str]:
-    return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*")) or []
+    return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*"))
 
 
 def kafka_params(feed, tmp_path: Path) -> dict[str, str]:
