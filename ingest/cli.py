@@ -22,6 +22,7 @@ from ingest.parameters import params_from_toml
 logger = logging.getLogger("ingest")
 
 BUNDLED_SAMPLE = "samples/canal_json"
+DEFAULT_WAREHOUSE = "spark-warehouse"
 
 
 def _session_flags() -> argparse.ArgumentParser:
@@ -33,6 +34,13 @@ def _session_flags() -> argparse.ArgumentParser:
         metavar="sc://HOST:PORT",
         help="run on a Spark Connect server (default: $SPARK_REMOTE; without either, a local Spark); "
         "ignored on Databricks, which provides the session",
+    )
+    flags.add_argument(
+        "--warehouse",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="a local Spark's warehouse, for --target-catalog spark_catalog: the managed tables and the "
+        f"catalog that lists them (an embedded Derby metastore) (default: ./{DEFAULT_WAREHOUSE})",
     )
     return flags
 
@@ -228,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("py4j", "sqlglot"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     remote: str | None = getattr(args, "spark_remote", None)
+    warehouse: str | None = getattr(args, "warehouse", None)
     try:
         if args.command == "demo":
             return _demo(Path(args.target_path), args.input, remote)
@@ -240,10 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "load":
             return _load(vars(args))
         config = IngestConfig.from_params({**_params(args), **kafka_options})
+        if config.by_name and warehouse is None:
+            warehouse = DEFAULT_WAREHOUSE
         if args.command == "resync":
-            return _resync(config, args.table, remote)
+            return _resync(config, args.table, remote, warehouse)
         show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-        return _run(config, show_progress=show, remote=remote)
+        return _run(config, show_progress=show, remote=remote, warehouse=warehouse)
     except IngestError as exc:
         logger.error("%s", exc)
         print(f"error: {secrets.redact(str(exc))}", file=sys.stderr)
@@ -254,9 +265,9 @@ def _without_subcommand(arguments: list[str]) -> bool:
     """True when the first argument that is not a global flag (``--spark-remote``, ``-v``) is a ``--key``."""
     items = iter(arguments)
     for item in items:
-        if item == "--spark-remote":
+        if item in ("--spark-remote", "--warehouse"):
             next(items, None)
-        elif item.startswith("--spark-remote=") or item in ("-v", "--verbose"):
+        elif item.startswith(("--spark-remote=", "--warehouse=")) or item in ("-v", "--verbose"):
             continue
         else:
             return item.startswith("--") and item != "--help"
@@ -279,12 +290,14 @@ def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
     return rest, options
 
 
-def _run(config: IngestConfig, show_progress: bool = False, remote: str | None = None) -> int:
+def _run(
+    config: IngestConfig, show_progress: bool = False, remote: str | None = None, warehouse: str | None = None
+) -> int:
     from ingest.pipeline import BatchResult, run_files
     from ingest.spark import get_session
 
     logger.info("config: %s", config)
-    spark = get_session(remote=remote)
+    spark = get_session(remote=remote, catalog_warehouse=warehouse)
     if config.source is SourceKind.KAFKA:
         from ingest.stream import run_kafka
 
@@ -329,14 +342,18 @@ def _load(flags: dict[str, str | None]) -> int:
     return 0
 
 
-def _resync(config: IngestConfig, table_name: str, remote: str | None = None) -> int:
+def _resync(
+    config: IngestConfig, table_name: str, remote: str | None = None, warehouse: str | None = None
+) -> int:
     from ingest.resync import resync_table
     from ingest.spark import get_session
 
     schema, dot, table = table_name.partition(".")
     if not dot or not schema or not table:
         raise ConfigError(f"table: expected database.table, got {table_name!r}")
-    result = resync_table(get_session(remote=remote), config, TableId(schema, table))
+    result = resync_table(
+        get_session(remote=remote, catalog_warehouse=warehouse), config, TableId(schema, table)
+    )
     print(result.describe())
     return 0
 
@@ -436,6 +453,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _demo(target: Path, input_dir: str | None, remote: str | None = None) -> int:
+    from ingest import delta_io
     from ingest.pipeline import run_files
     from ingest.spark import get_session
 
@@ -447,8 +465,8 @@ def _demo(target: Path, input_dir: str | None, remote: str | None = None) -> int
     print(f"Mirrored {sample} into {target}/ ({result.describe()})")
     print(f"{'table':<22} {'rows':>5} {'applied TSO':>20}  {'applied at (UTC)':<26} {'pending':>7}")
     for table, report in sorted(result.tables.items()):
-        path = config.table_path(table.schema, table.table)
-        rows = spark.read.format("delta").load(path).count()
+        path = config.table_location(table.schema, table.table)
+        rows = delta_io.read(spark, path).count()
         when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
         print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")
     print(

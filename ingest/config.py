@@ -12,7 +12,7 @@ from enum import Enum
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ingest import parameters, secrets
+from ingest import catalog_names, parameters, secrets
 from ingest.decode import canal_json, simple, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
@@ -96,6 +96,8 @@ class MissingExtensionPolicy(Enum):
 
 
 STATE_DIR_NAME = "_ingest"
+DEFAULT_TARGET_SCHEMA = "{database}"
+DEFAULT_STATE_SCHEMA = "ticdc_ingest"
 _RUN = parameters.by_key(parameters.RUN)
 
 
@@ -234,7 +236,7 @@ class IngestConfig:
     """Everything one run needs to know. Build it with :meth:`from_params`."""
 
     input_path: str
-    target_path: str
+    target_path: str = ""
     protocol: Protocol = Protocol.CANAL_JSON
     simple_encoding: SimpleEncoding = SimpleEncoding.JSON
     compression: Compression = Compression.NONE
@@ -271,6 +273,16 @@ class IngestConfig:
     column_types: Mapping[TableId, Mapping[str, ColumnType]] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
+    # By name: the catalog the mirrored tables are created in, their schema (a template on {database}), and
+    # the schema of the mirror's own state tables; then there is no target path.
+    target_catalog: str | None = None
+    target_schema: str = DEFAULT_TARGET_SCHEMA
+    state_schema: str | None = None
+
+    @property
+    def by_name(self) -> bool:
+        """Whether the mirrored tables are catalog tables addressed by name (else Delta tables at paths)."""
+        return self.target_catalog is not None
 
     @property
     def auto_compaction(self) -> bool:
@@ -284,8 +296,13 @@ class IngestConfig:
             )
         if self.source is SourceKind.FILES and not self.input_path:
             raise ConfigError("input: a directory of captured Kafka records is required (--input DIR)")
-        if not self.target_path:
-            raise ConfigError("target-path: a directory for the Delta tables is required (--target-path DIR)")
+        if self.by_name:
+            self._check_by_name()
+        elif not self.target_path:
+            raise ConfigError(
+                "target-path: a directory for the Delta tables is required (--target-path DIR), or "
+                "--target-catalog to mirror into catalog tables by name"
+            )
         if not 0.0 <= self.max_bad_ratio <= 1.0:
             raise ConfigError(f"max-bad-ratio must be in [0, 1], got {self.max_bad_ratio}")
         if self.table_parallelism < 1:
@@ -318,12 +335,54 @@ class IngestConfig:
                 f"got protocol {self.protocol.value}"
             )
         self._check_protocol_options()
+        if self.by_name:
+            return
         # Delta's SQL (delta.`path`) takes absolute paths only: a relative local path is read against the
         # working directory here, once, instead of failing at the first ALTER TABLE.
         object.__setattr__(self, "target_path", absolute_local_path(self.target_path))
         if not self.state_path:
             object.__setattr__(self, "state_path", self.target_path.rstrip("/") + "/" + STATE_DIR_NAME)
         object.__setattr__(self, "state_path", absolute_local_path(self.state_path))
+
+    def _check_by_name(self) -> None:
+        catalog = (self.target_catalog or "").strip()
+        if not catalog:
+            raise ConfigError("target-catalog: empty; name the catalog, e.g. main (spark_catalog locally)")
+        why = catalog_names.check_part(catalog, "target-catalog:")
+        if why:
+            raise ConfigError(why)
+        if self.target_path:
+            raise ConfigError(
+                f"target-path ({self.target_path!r}) and target-catalog ({catalog!r}): give one; a mirror "
+                "is either catalog tables by name or Delta tables at paths"
+            )
+        if self.state_path and not isinstance(self.state_path, catalog_names.SchemaName):
+            raise ConfigError(
+                "state-path: with target-catalog the mirror's state is catalog tables too; name their schema "
+                "with --state-schema instead"
+            )
+        if self.table_name_template is not None:
+            raise ConfigError(
+                "table-name-template: registers path tables in a catalog; with target-catalog the tables "
+                "are catalog tables already, so drop it"
+            )
+        try:
+            self.target_schema.format(database="d")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(
+                f"target-schema: {self.target_schema!r} may only use {{database}}, e.g. 'tidb_{{database}}'"
+            ) from exc
+        if self.kafka is not None and not self.kafka.checkpoint_location:
+            raise ConfigError(
+                "checkpoint-location: required with --source kafka and target-catalog (there is no target "
+                "path to keep Spark's checkpoint under), e.g. a volume path such as "
+                "/Volumes/main/tidb/checkpoints/mirror"
+            )
+        state = catalog_names.parse_schema(self.state_schema or DEFAULT_STATE_SCHEMA, "state-schema")
+        if len(state.parts) == 1:
+            state = catalog_names.SchemaName(catalog, *state.parts)
+        object.__setattr__(self, "target_catalog", catalog)
+        object.__setattr__(self, "state_path", state)
 
     def _check_protocol_options(self) -> None:
         avro = self.protocol is Protocol.AVRO
@@ -452,6 +511,9 @@ class IngestConfig:
                 "column-defaults", normalized.get("column-defaults", "")
             ),
             column_types=parameters.parse_column_types(normalized.get("column-types", "")),
+            target_catalog=normalized.get("target-catalog") or None,
+            target_schema=parameters.value(normalized, _RUN["target-schema"]) or DEFAULT_TARGET_SCHEMA,
+            state_schema=normalized.get("state-schema") or None,
         )
 
     @property
@@ -480,9 +542,21 @@ class IngestConfig:
         """
         return cls.from_params({**parameters.params_from_toml(text), **(overrides or {})})
 
-    def table_path(self, schema: str, table: str) -> str:
-        """``<target-path>/<database>/<table>``."""
+    def table_location(self, schema: str, table: str) -> str:
+        """Where the mirror of upstream ``schema.table`` is: ``<target-path>/<database>/<table>``, or by name
+        ``<target-catalog>.<target-schema>.<table>`` (a :class:`catalog_names.TableName`)."""
+        if self.target_catalog is not None:
+            return catalog_names.TableName(
+                self.target_catalog, self.target_schema.format(database=schema), table
+            )
         return f"{self.target_path.rstrip('/')}/{schema}/{table}"
+
+    @property
+    def target(self) -> str:
+        """Where the mirror is, as a message names it: the target path, or the catalog and schema template."""
+        if self.target_catalog is not None:
+            return f"{self.target_catalog}.{self.target_schema}"
+        return self.target_path
 
     def column_type(self, table: TableId, column: str, column_type: ColumnType) -> ColumnType:
         """The type to mirror a column as: ``column-types`` bounds a DECIMAL whose precision is unknown."""

@@ -44,6 +44,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.catalog_names import TableName, check_part
 from ingest.errors import IngestError
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ NOT_A_TABLE = frozenset(
         "DELTA_TABLE_NOT_FOUND",
         "DELTA_MISSING_DELTA_TABLE",
         "DELTA_INVALID_PARTITION_PATH",
+        # by name
+        "TABLE_OR_VIEW_NOT_FOUND",
+        "SCHEMA_NOT_FOUND",
     }
 )
 # Commit conflicts a MERGE is retried on (a condition may carry a subclass: DELTA_CONCURRENT_APPEND.WITH_…).
@@ -90,7 +94,9 @@ def quote(name: str) -> str:
 
 
 def table_ref(path: str) -> str:
-    """The SQL name of the Delta table at ``path``: ``delta.`path```."""
+    """The SQL name of the Delta table at ``path``: ``delta.`path```, or a catalog table's own name."""
+    if isinstance(path, TableName):
+        return str(path)
     return f"delta.{quote(path)}"
 
 
@@ -208,6 +214,9 @@ def is_not_a_table(exc: BaseException) -> bool:
 
 def read(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
     """The table's rows, as of ``version`` if given (time travel)."""
+    if isinstance(path, TableName):
+        at = "" if version is None else f" VERSION AS OF {int(version)}"
+        return spark.sql(f"SELECT * FROM {path}{at}")
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", int(version))
@@ -244,6 +253,9 @@ def _show_properties(spark: SparkSession, path: str, version: int | None = None)
     # SHOW TBLPROPERTIES reads the newest metadata and protocol only. DESCRIBE DETAIL also counts the
     # table's files, which right after a commit means rebuilding the snapshot's file list: about 20 times
     # the cost on a small table, paid on every DDL. A path ending in @v<n> names version n.
+    if isinstance(path, TableName) and version is not None:
+        # SHOW TBLPROPERTIES takes no version; a catalog table's own storage path does, with @v<n>.
+        path = detail(spark, path)["location"]
     at = path if version is None else f"{path}@v{int(version)}"
     rows = spark.sql(f"SHOW TBLPROPERTIES {table_ref(at)}").collect()
     return {r["key"]: r["value"] for r in rows}
@@ -304,13 +316,61 @@ def create_table(
     Column comments come from each field's ``comment`` metadata. Callers run :func:`prepare_to_create` first.
     """
     verb = "REPLACE TABLE" if replace else "CREATE TABLE IF NOT EXISTS"
+    ensure_schema(spark, path)
     columns = ", ".join(column_definition(f) for f in schema.fields)
     text = f"{verb} {table_ref(path)} ({columns}) USING DELTA"
     if partition_by:
         text += f" PARTITIONED BY ({', '.join(quote(c) for c in partition_by)})"
     if properties:
         text += f" TBLPROPERTIES ({_properties_sql(properties)})"
-    spark.sql(text)
+    with catalog_naming(path):
+        spark.sql(text)
+
+
+class CatalogNameRefused(IngestError):
+    """The catalog cannot hold a table's (or its schema's) name."""
+
+
+NAME_FIX = (
+    "leave the table out of the changefeed (its filter rules), set --target-schema to a template the "
+    "catalog accepts, or mirror by path (--target-path), where any name is a directory"
+)
+
+
+def check_name(path: str) -> None:
+    """Refuse, before anything is written, a catalog table name that no catalog holds.
+
+    Raises:
+        CatalogNameRefused: a part holds a character a catalog name may not hold, or is too long.
+    """
+    if not isinstance(path, TableName):
+        return
+    for part, what in zip(path.parts[-2:], ("schema", "table"), strict=True):
+        why = check_part(part, what)
+        if why:
+            raise CatalogNameRefused(f"{path.plain()}: {why}; {NAME_FIX}")
+
+
+@contextmanager
+def catalog_naming(path: str) -> Iterator[None]:
+    """Around a statement that creates a catalog table: the catalog's own refusal of its name, said plainly
+    (Spark's session catalog takes only letters, digits and underscores)."""
+    check_name(path)
+    try:
+        yield
+    except AnalysisException as exc:
+        if isinstance(path, TableName) and condition(exc) == "INVALID_SCHEMA_OR_RELATION_NAME":
+            raise CatalogNameRefused(
+                f"{path.plain()}: the catalog refuses this name ({str(exc).splitlines()[0]}); {NAME_FIX}"
+            ) from exc
+        raise
+
+
+def ensure_schema(spark: SparkSession, path: str) -> None:
+    """A catalog table's schema, created when absent (nothing for a path)."""
+    if isinstance(path, TableName):
+        with catalog_naming(path):
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {path.schema}")
 
 
 def alter_table(spark: SparkSession, path: str, action: str) -> None:
@@ -402,7 +462,24 @@ def optimize(spark: SparkSession, path: str) -> None:
 
 
 def write(frame: DataFrame, path: str, mode: str = "append", **options: str) -> None:
-    """Append (or overwrite, with ``replaceWhere``, ``overwriteSchema``, ... as options) rows to the table."""
+    """Append (or overwrite, with ``replaceWhere``, ``overwriteSchema``, ... as options) rows to the table.
+
+    A catalog table is written through its name (``writeTo``), which keeps its properties on overwrite."""
+    if isinstance(path, TableName):
+        if mode == "append" and not prepare_to_create(frame.sparkSession, path):
+            ensure_schema(frame.sparkSession, path)
+            with catalog_naming(path):
+                frame.writeTo(str(path)).using("delta").options(**options).create()
+            return
+        where = options.pop("replaceWhere", None)
+        writer = frame.writeTo(str(path)).options(**options)
+        if mode == "append":
+            writer.append()
+        elif mode == "overwrite":
+            writer.overwrite(F.expr(where) if where else F.lit(True))
+        else:  # pragma: no cover - callers append or overwrite
+            raise ValueError(f"write mode {mode!r}")
+        return
     frame.write.format("delta").mode(mode).options(**options).save(path)
 
 
@@ -427,6 +504,18 @@ def prepare_to_create(spark: SparkSession, path: str) -> bool:
     """
     if is_delta_table(spark, path):
         return True
+    if isinstance(path, TableName):
+        location = managed_location(spark, path)
+        if location is not None and list_files(spark, location) is not None:
+            # Delta commits a managed table's first version before the catalog lists it: a kill in between
+            # leaves files no catalog entry points to, and Spark refuses to create a table over them.
+            logger.warning(
+                "%s: a table creation was cut short (files at %s, no catalog entry); creating it again",
+                path.plain(),
+                location,
+            )
+            _empty_directory(spark, location)
+        return False
     log = f"{path.rstrip('/')}/{LOG_DIR}"
     files = list_files(spark, log)
     if files is None:  # the common case: a table never created
@@ -441,6 +530,22 @@ def prepare_to_create(spark: SparkSession, path: str) -> bool:
     )
     _empty_directory(spark, path)
     return False
+
+
+def managed_location(spark: SparkSession, path: TableName) -> str | None:
+    """Where the catalog would put the managed table ``path`` (its schema's location, then the table's
+    name, as Spark's session catalog lays it out); None when the schema is not there or has no location
+    Spark can list (a governed catalog places managed tables itself, and creates them in one step)."""
+    try:
+        rows = spark.sql(f"DESCRIBE SCHEMA EXTENDED {path.schema}").collect()
+    except AnalysisException as exc:
+        if is_not_a_table(exc):
+            return None
+        raise
+    location = next((str(r[1]) for r in rows if str(r[0]).lower() == "location"), "")
+    if not location.startswith(("file:", "/")):
+        return None
+    return f"{location.rstrip('/')}/{path.table.lower()}"
 
 
 def _empty_directory(spark: SparkSession, path: str) -> None:

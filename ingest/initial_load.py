@@ -124,7 +124,7 @@ def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
             name = stream.catalog_name(table.table.schema, table.table.table)
             if name:
                 apply_schema.register_catalog_table(
-                    spark, name, stream.table_path(table.table.schema, table.table.table)
+                    spark, name, stream.table_location(table.table.schema, table.table.table)
                 )
         logger.info("table %d/%d %s", number, len(export.tables), loaded.describe())
     # The stream's progress learns the loaded tables (DROP DATABASE, status) and keeps its positions: a
@@ -159,7 +159,7 @@ def _check_target(
     """
     stream = config.stream
     existing = {
-        t.table: table_state.read_table_state(spark, stream.table_path(t.table.schema, t.table.table))
+        t.table: table_state.read_table_state(spark, stream.table_location(t.table.schema, t.table.table))
         for t in export.tables
     }
     present = sorted(str(t) for t, state in existing.items() if state is not None)
@@ -202,7 +202,7 @@ def _load_table(
     started = time.monotonic()
     stream = config.stream
     tid = table.table
-    path = stream.table_path(tid.schema, tid.table)
+    path = stream.table_location(tid.schema, tid.table)
     loaded = LoadedTable(tid, len(table.data_files), table.data_bytes)
     if not table.create.schema.key:
         logger.warning(
@@ -298,7 +298,7 @@ def _load_rows(
             state, run_id=run_id, step=f"initial load rows at snapshot {snapshot_ts}"
         )
         with committing(spark, metadata):
-            rows.write.format("delta").mode("append").save(path)
+            delta_io.write(rows, path, "append")
     finally:
         if changes is not None:
             changes.unpersist()

@@ -94,6 +94,12 @@ RUN: tuple[Parameter, ...] = (
               "(claim-check-raw-value=true)", ("true", "false")),
     Parameter("target-path", None, "root of the mirror: tables live at <target-path>/<database>/<table>"),
     Parameter("state-path", None, "where progress and quarantine live (default: <target-path>/_ingest)"),
+    Parameter("target-catalog", None, "mirror into catalog tables by name instead of a target path: the "
+              "catalog they are created in (managed tables), e.g. main; spark_catalog for Spark's own"),
+    Parameter("target-schema", "{database}", "with --target-catalog: the schema of each mirrored table, "
+              "a template on {database}, e.g. tidb_{database}"),
+    Parameter("state-schema", "ticdc_ingest", "with --target-catalog: the schema (or catalog.schema) of the "
+              "mirror's own tables: progress, quarantine, DDL history"),
     Parameter("timezone", "UTC", "time zone of the TiCDC server, in which TIMESTAMP values are rendered"),
     Parameter("partitions", None, "the partitions TiCDC writes, e.g. 'tidb_cdc:0-2' or 't1:0,1;t2:0' "
               "(default: the partitions seen in the input and in earlier runs)"),

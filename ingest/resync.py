@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
@@ -79,9 +80,9 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
     )
     messages = files.read_messages(spark, config.input_path, {}, config.input_format)
     process_batch(spark, only_table(messages, table), staged_config, progress.Progress())
-    staged_path = staged_config.table_path(table.schema, table.table)
+    staged_path = staged_config.table_location(table.schema, table.table)
     staged = table_state.read_table_state(spark, staged_path)
-    path = config.table_path(table.schema, table.table)
+    path = config.table_location(table.schema, table.table)
     current = table_state.read_table_state(spark, path) or TableState()
     if staged is None:
         raise ConfigError(f"resync {table}: the input at {config.input_path} holds no change of this table")
@@ -100,7 +101,7 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
         staged.applied_ts,
         state_to_metadata(staged, run_id=0, step=f"resync of {table} from {config.input_path}"),
     )
-    rows = spark.read.format("delta").load(path).count()
+    rows = delta_io.read(spark, path).count()
     logger.info("resync %s: %d rows, A_T %d -> %d", table, rows, current.applied_ts, staged.applied_ts)
     return ResyncResult(table, current, staged, rows)
 

@@ -99,11 +99,17 @@ def cached(frame: DataFrame) -> DataFrame:
 
 
 def get_session(
-    *, app_name: str = "ticdc-ingest", warehouse_dir: str | None = None, remote: str | None = None
+    *,
+    app_name: str = "ticdc-ingest",
+    warehouse_dir: str | None = None,
+    remote: str | None = None,
+    catalog_warehouse: str | None = None,
 ) -> SparkSession:
     """The active session on Databricks; a Spark Connect session when given a URL; else a local one.
 
     Args:
+        catalog_warehouse: for a local session, a warehouse whose catalog lasts beyond the session (an
+            embedded Derby metastore in it), so tables created by name are there for the next one.
         remote: a Spark Connect URL (``sc://host:port``, the ``--spark-remote`` option); without it,
             ``SPARK_REMOTE`` from the environment. Then nothing is set on the session: no master, jars or
             JVM options, which the Connect server owns.
@@ -116,6 +122,8 @@ def get_session(
     url = remote or os.environ.get("SPARK_REMOTE")
     if url:
         return remote_session(url, app_name=app_name)
+    if catalog_warehouse is not None:
+        return local_session(app_name=app_name, warehouse_dir=catalog_warehouse, persistent_catalog=True)
     return local_session(app_name=app_name, warehouse_dir=warehouse_dir)
 
 
@@ -166,8 +174,13 @@ def local_session(
     extra_packages: Sequence[str] = (),
     cache_dir: Path = DEFAULT_CACHE_DIR,
     driver_memory: str = "3g",
+    persistent_catalog: bool = False,
 ) -> SparkSession:
     """Build (or return) a local Spark session with Delta Lake configured.
+
+    ``persistent_catalog``: Spark's session catalog keeps its tables in an embedded Derby metastore under the
+    warehouse directory (Spark's Hive support), so the next session of the same warehouse sees them; without
+    it the catalog lives as long as the session.
 
     Raises:
         SparkSetupError: the JVM did not start, most often because the Delta jar could not be fetched.
@@ -185,6 +198,9 @@ def local_session(
     builder = builder.config("spark.driver.memory", driver_memory)
     if warehouse_dir is not None:
         builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
+    if persistent_catalog:
+        for key, value in persistent_catalog_conf(warehouse_dir or "spark-warehouse").items():
+            builder = builder.config(key, value)
     try:
         with _jvm_output_to_stderr():
             spark = builder.getOrCreate()
@@ -196,6 +212,21 @@ def local_session(
             f"Original error: {exc}"
         ) from exc
     return spark
+
+
+def persistent_catalog_conf(warehouse_dir: str) -> dict[str, str]:
+    """A session catalog that outlives the session: Hive's metastore, in an embedded Derby database in the
+    warehouse directory. One process at a time may open it."""
+    warehouse = os.path.abspath(warehouse_dir)
+    return {
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={warehouse}/metastore_db;create=true"
+        ),
+        # Derby's log goes beside its database, not into the working directory.
+        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={warehouse}/derby.log",
+    }
 
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"

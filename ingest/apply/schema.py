@@ -105,6 +105,7 @@ def create_table(
     Safe to repeat after a kill at any instant: the table is created or replaced by one commit, and a
     creation cut short before its first commit is started again.
     """
+    delta_io.check_name(path)
     exists = prepare_to_create(spark, path)
     fields = [_field(c.name, convert.spark_type(c.type), f"tidb: {c.type}") for c in schema.columns]
     fields.append(_field(COMMIT_TS_COLUMN, T.LongType(), "TiDB commitTs of the change that wrote the row"))
@@ -452,6 +453,7 @@ def copy_table(
     """
     if not table_exists(spark, source_path):
         return False
+    delta_io.check_name(path)
     source = table_info(spark, source_path, version)
     rows = delta_io.read(spark, source_path, version)
     exists = prepare_to_create(spark, path)
@@ -464,10 +466,11 @@ def copy_table(
     if source.unique_keys is not None:  # and the indexes
         properties[PROPERTY_UNIQUE_KEYS] = source.unique_keys.to_json()
     if with_rows:
-        writer = rows.writeTo(f"delta.{quote(path)}").using("delta")
+        delta_io.ensure_schema(spark, path)
+        writer = rows.writeTo(delta_io.table_ref(path)).using("delta")
         for name, value in properties.items():
             writer = writer.tableProperty(name, value)
-        with committing(spark, metadata):
+        with committing(spark, metadata), delta_io.catalog_naming(path):
             writer.createOrReplace()
         return True
     with committing(spark, metadata):

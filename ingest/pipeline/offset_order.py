@@ -224,7 +224,7 @@ def _apply_table(
     may yet fail on max-bad-ratio, and then no table may have gone past them. The second pass merges it
     past them, without quarantining them again.
     """
-    path = config.table_path(table.schema, table.table)
+    path = config.table_location(table.schema, table.table)
     state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
     report = TableReport(table, applied_ts=state.applied_ts)
     exists = apply_schema.table_exists(spark, path)

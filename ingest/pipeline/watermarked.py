@@ -459,7 +459,7 @@ def _apply_table(
     are already quarantined. ``row_stamps``: the sorted commit_ts of the table's rows in the batch, where
     known; segments between DDLs that hold none are skipped.
     """
-    path = config.table_path(table.schema, table.table)
+    path = config.table_location(table.schema, table.table)
     state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
     applied_before = state.applied_ts
     if config.codec.offset_order:

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
+from ingest import catalog_names, delta_io
 from ingest.model import MESSAGE_COLUMNS
 from ingest.source import MESSAGE_SCHEMA
 
@@ -21,7 +21,7 @@ SCHEMA = T.StructType([T.StructField("stream_id", T.StringType()), *MESSAGE_SCHE
 
 
 def buffer_path(state_path: str) -> str:
-    return f"{state_path.rstrip('/')}/{BUFFER_DIR}"
+    return catalog_names.child(state_path, BUFFER_DIR)
 
 
 def read_buffer(spark: SparkSession, state_path: str, stream_id: str) -> DataFrame | None:

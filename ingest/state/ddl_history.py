@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from ingest import delta_io
+from ingest import catalog_names, delta_io
 from ingest.model import DdlEvent, TableId, tso_to_datetime
 from ingest.state.table_state import committing, exclusive_write
 
@@ -38,7 +38,7 @@ APPLIED, RECORDED, REJECTED, SKIPPED = "applied", "recorded", "rejected", "skipp
 
 
 def history_path(state_path: str) -> str:
-    return f"{state_path.rstrip('/')}/{HISTORY_DIR}"
+    return catalog_names.child(state_path, HISTORY_DIR)
 
 
 def record(

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io, errors
+from ingest import catalog_names, delta_io, errors
 from ingest.errors import IngestError
 from ingest.state import progress
 
@@ -42,7 +42,7 @@ SCHEMA = T.StructType(
 
 
 def metrics_path(state_path: str) -> str:
-    return f"{state_path.rstrip('/')}/{METRICS_DIR}"
+    return catalog_names.child(state_path, METRICS_DIR)
 
 
 def record_result(

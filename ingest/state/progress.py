@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
+from ingest import catalog_names, delta_io
 from ingest.model import PartitionId, TableId, TableState
 from ingest.state.table_state import planned_whole
 
@@ -57,7 +57,7 @@ class Progress:
 
 
 def progress_path(state_path: str) -> str:
-    return f"{state_path.rstrip('/')}/{PROGRESS_DIR}"
+    return catalog_names.child(state_path, PROGRESS_DIR)
 
 
 def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progress:

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
+from ingest import catalog_names, delta_io
 from ingest.delta_io import quote
 from ingest.model import BAD_COLUMN, TableId
 from ingest.state.table_state import exclusive_write
@@ -45,7 +45,7 @@ def ingest_version() -> str:
 
 
 def quarantine_path(state_path: str) -> str:
-    return f"{state_path.rstrip('/')}/{QUARANTINE_DIR}"
+    return catalog_names.child(state_path, QUARANTINE_DIR)
 
 
 def write(

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
+from ingest import catalog_names, delta_io
 from ingest.decode.simple import VersionedSchema, parse_table_schema
 from ingest.delta_io import quote
 from ingest.model import TableId
@@ -34,7 +34,7 @@ SchemaKey = tuple[TableId, int]
 
 
 def cache_path(state_path: str) -> str:
-    return f"{state_path.rstrip('/')}/{CACHE_DIR}"
+    return catalog_names.child(state_path, CACHE_DIR)
 
 
 def load(spark: SparkSession, state_path: str, stream_id: str) -> dict[SchemaKey, VersionedSchema]:

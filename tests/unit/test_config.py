@@ -11,7 +11,7 @@ def test_defaults_put_our_state_under_the_target_path():
     config = IngestConfig.from_params(BASE)
     assert config.state_path == "/lake/_ingest"
     assert config.timezone == "UTC"
-    assert config.table_path("shop", "orders") == "/lake/shop/orders"
+    assert config.table_location("shop", "orders") == "/lake/shop/orders"
     assert config.partitions is None
 
 
@@ -86,7 +86,7 @@ def test_a_relative_target_path_is_made_absolute_for_delta_sql(tmp_path, monkeyp
     config = IngestConfig.from_params({"input": "in", "target-path": "lakehouse"})
     assert config.target_path == str(tmp_path / "lakehouse")
     assert config.state_path == str(tmp_path / "lakehouse" / "_ingest")
-    assert config.table_path("db", "t") == str(tmp_path / "lakehouse" / "db" / "t")
+    assert config.table_location("db", "t") == str(tmp_path / "lakehouse" / "db" / "t")
     for uri in ("s3a://bucket/lake", "dbfs:/mnt/lake", "/abs/lake"):
         assert IngestConfig.from_params({"input": "in", "target-path": uri}).target_path == uri
 

@@ -21,7 +21,7 @@ PACKAGE = ROOT / "ingest"
 # Layers from the bottom up; a module may import its own layer and the ones below it. A name matches a
 # module and everything under it (``ingest.decode`` covers ``ingest.decode.simple``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("model", ("ingest.model", "ingest.errors")),
+    ("model", ("ingest.model", "ingest.errors", "ingest.catalog_names")),
     ("decode", ("ingest.parameters", "ingest.secrets", "ingest.decode")),
     ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules",
                              "ingest.verify_rules")),
@@ -39,8 +39,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
 ]  # fmt: skip
 PURE = [
-    "ingest.model", "ingest.errors", "ingest.parameters", "ingest.decode", "ingest.order", "ingest.plan",
-    "ingest.config", "ingest.asof_rules", "ingest.verify_rules",
+    "ingest.model", "ingest.errors", "ingest.catalog_names", "ingest.parameters", "ingest.decode",
+    "ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules", "ingest.verify_rules",
     "testkit.sample", "testkit.workload", "testkit.ddl_spelling",
 ]  # fmt: skip
 FORBIDDEN = ("pyspark", "delta", "py4j")

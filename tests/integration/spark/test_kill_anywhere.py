@@ -162,11 +162,11 @@ def test_table_swaps_and_exchanges_killed_at_random_instants_end_with_both_table
     config = config_for(tmp_path / "lake")
     run_files(spark, config)
     for name, expected in expected_tables(corpus).items():
-        path = config.table_path(*name.split("."))
+        path = config.table_location(*name.split("."))
         rows = [r.asDict() for r in spark.read.format("delta").load(path).collect()]
         assert differences(expected, rows) == [], f"{name}; {why}"
     for name in expected_gone(corpus):
-        path = config.table_path(*name.split("."))
+        path = config.table_location(*name.split("."))
         assert (
             table_state.read_table_state(spark, path) is None or apply_schema.table_info(spark, path).retired
         ), f"{name} is live; {why}"

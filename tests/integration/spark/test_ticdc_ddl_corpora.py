@@ -49,7 +49,7 @@ def config_for(corpus: str, variant: str, lake, **params: str) -> IngestConfig:
 
 def mirrored(spark, config: IngestConfig, name: str) -> list[dict] | None:
     database, table = name.split(".")
-    path = config.table_path(database, table)
+    path = config.table_location(database, table)
     if not apply_schema.table_exists(spark, path):
         return None
     return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
@@ -76,7 +76,7 @@ def test_every_cell_lands_and_nothing_gone_stays_live(spark, tmp_path, corpus, v
     problems = problems_with(spark, config, corpus, expected_tables(CORPORA[corpus]))
     for name in expected_gone(CORPORA[corpus]):
         database, table = name.split(".")
-        path = config.table_path(database, table)
+        path = config.table_location(database, table)
         if apply_schema.table_exists(spark, path) and not apply_schema.table_info(spark, path).retired:
             problems[name] = ["gone upstream, live in the mirror"]
     assert problems == {}
@@ -126,7 +126,7 @@ def test_a_refused_ddl_stops_only_the_tables_it_touches_until_the_configuration_
     for name, rows in BEFORE.items():
         assert {tuple(r[c] for c in ("id", *[k for k in r if k not in ("id", "_tidb_commit_ts")]))
                 for r in mirrored(spark, config, name)} == rows, name  # fmt: skip
-        state = read_table_state(spark, config.table_path(*name.split(".")))
+        state = read_table_state(spark, config.table_location(*name.split(".")))
         assert state is not None and state.applied_ts < at[name], name
 
     # With the policy and the value upstream shows for older rows, two of them land; the rest still wait.
