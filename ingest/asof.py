@@ -9,6 +9,7 @@ logs of a mirror on this machine's file system directly, in a fraction of a seco
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +20,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest import delta_io
 from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
+from ingest.catalog_names import TableName
 from ingest.config import IngestConfig
 from ingest.delta_io import quote
 from ingest.errors import AsOfRefused, ConfigError
@@ -46,7 +49,18 @@ class TableAsOf:
 
     def sql(self) -> str:
         """A query that reads this version (Spark SQL, Databricks SQL)."""
-        return f"SELECT * FROM delta.{quote(self.path)} VERSION AS OF {self.version}"
+        return f"SELECT * FROM {_sql_name(self.path)} VERSION AS OF {self.version}"
+
+
+def _sql_name(path: str) -> str:
+    """The table as a query names it: ``delta.`path```, or its catalog name, with quotes only where a part
+    needs them (``main.tidb_shop.orders``)."""
+    if isinstance(path, TableName):
+        return ".".join(p if _PLAIN.fullmatch(p) else quote(p) for p in path.parts)
+    return delta_io.table_ref(path)
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -123,23 +137,24 @@ def parse_tables(text: str | None) -> list[TableId] | None:
     return tables
 
 
-def _config(target_path: str, state_path: str | None, stream_id: str) -> IngestConfig:
-    # The input is not read; the config only locates the mirror's tables and state as a run does.
+def locate(
+    target: str | IngestConfig, state_path: str | None = None, stream_id: str = "default"
+) -> IngestConfig:
+    """The mirror at a target path (with its state path and stream), as a run's config locates its tables
+    and state; a config (a mirror by name, say) is taken as it is. Its input is not read."""
+    if isinstance(target, IngestConfig):
+        return target
+    target_path = target
     return IngestConfig.from_params(
         {"input": "-", "target-path": target_path, "state-path": state_path or "", "stream-id": stream_id}
     )
-
-
-def state_path_of(target_path: str, state_path: str | None = None) -> str:
-    """Where the mirror at ``target_path`` keeps its progress (``state_path`` if given)."""
-    return _config(target_path, state_path, "default").state_path
 
 
 def runs(spark: SparkSession, state_path: str, stream_id: str) -> list[RunPoint]:
     """Every committed run of the stream that is a consistent point (see ``asof_rules.run_point``)."""
     path = progress.progress_path(state_path)
     try:
-        df = spark.read.format("delta").load(path)
+        df = delta_io.read(spark, path)
     except AnalysisException:
         return []
     applied = F.map_values(F.from_json("state", _TABLE_STATES)["tables"])
@@ -163,8 +178,7 @@ def runs(spark: SparkSession, state_path: str, stream_id: str) -> list[RunPoint]
 
 def _run_tables(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> list[TableId]:
     row = (
-        spark.read.format("delta")
-        .load(progress.progress_path(state_path))
+        delta_io.read(spark, progress.progress_path(state_path))
         .where((F.col("stream_id") == stream_id) & (F.col("run_id") == run_id))
         .select(F.map_keys(F.from_json("state", _TABLE_STATES)["tables"]).alias("tables"))
         .first()
@@ -177,7 +191,7 @@ def commits(spark: SparkSession, path: str) -> list[CommitPoint]:
     """The table's retained Delta history, each commit with what our ``userMetadata`` says of it."""
     meta = F.from_json("userMetadata", _METADATA)[METADATA_KEY]
     rows = (
-        spark.sql(f"DESCRIBE HISTORY delta.{quote(path)}")
+        delta_io.history(spark, path)
         .select("version", meta["consistent"].alias("consistent"), meta["applied_ts"].alias("applied_ts"))
         .collect()
     )
@@ -186,7 +200,7 @@ def commits(spark: SparkSession, path: str) -> list[CommitPoint]:
 
 def resolve(
     spark: SparkSession,
-    target_path: str,
+    target_path: str | IngestConfig,
     tso: int,
     tables: list[TableId] | None = None,
     *,
@@ -203,7 +217,7 @@ def resolve(
         AsOfRefused: ``tso`` is before the mirror started or after its newest G, a table asked for did not
             exist at G, or a version needed is no longer in the history or its files were vacuumed.
     """
-    config = _config(target_path, state_path, stream_id)
+    config = locate(target_path, state_path, stream_id)
 
     def history(table: TableId, path: str) -> list[CommitPoint]:
         try:
@@ -219,15 +233,15 @@ def resolve(
         config,
         tso,
         tables,
-        runs(spark, config.state_path, stream_id),
-        lambda run_id: _run_tables(spark, config.state_path, stream_id, run_id),
+        runs(spark, config.state_path, config.stream_id),
+        lambda run_id: _run_tables(spark, config.state_path, config.stream_id, run_id),
         history,
         check,
     )
 
 
 def resolve_local(
-    target_path: str,
+    target_path: str | IngestConfig,
     tso: int,
     tables: list[TableId] | None = None,
     *,
@@ -243,7 +257,10 @@ def resolve_local(
             does not follow; ``resolve`` answers then.
         AsOfRefused: as ``resolve``.
     """
-    config = _config(target_path, state_path, stream_id)
+    config = locate(target_path, state_path, stream_id)
+    if config.by_name:
+        raise delta_log.Unreadable(f"{config.target}: catalog tables, read through Spark")
+    stream_id = config.stream_id
     _, state = delta_log.local_mirror(config.target_path, config.state_path)
     columns = ["run_id", "stream_id", "committed_at", "global_watermark", "state"]
     rows = delta_log.rows_if_any(state / progress.PROGRESS_DIR, columns)
@@ -339,7 +356,10 @@ def _vacuumed(table: TableId, version: int, g: int, detail: str) -> str:
 def _check_files(spark: SparkSession, table: TableId, path: str, version: int, g: int) -> None:
     """Refuse a version whose data files are gone; listing them reads no data."""
     try:
-        files = spark.read.format("delta").option("versionAsOf", version).load(path).inputFiles()
+        files = delta_io.read(spark, path, version).inputFiles()
+        if isinstance(path, TableName) and not all(str(f).startswith("file:") for f in files):
+            # A governed catalog's managed files cannot be read by path; resolving the version is the check.
+            files = []
         if files:
             # Over Spark Connect inputFiles() is a protobuf repeated field, which load() refuses: not a list.
             spark.read.format("binaryFile").load(list(files)).schema  # noqa: B018 - resolving checks existence
@@ -349,7 +369,7 @@ def _check_files(spark: SparkSession, table: TableId, path: str, version: int, g
 
 def read(spark: SparkSession, table: TableAsOf) -> DataFrame:
     """The table's rows at the version, with our ``_tidb_`` columns."""
-    return spark.read.format("delta").option("versionAsOf", table.version).load(table.path)
+    return delta_io.read(spark, table.path, table.version)
 
 
 def dataframes(spark: SparkSession, as_of: AsOf) -> dict[TableId, DataFrame]:
@@ -369,7 +389,7 @@ def register_views(spark: SparkSession, as_of: AsOf, template: str = VIEW_TEMPLA
 
 def as_of(
     spark: SparkSession,
-    target_path: str,
+    target_path: str | IngestConfig,
     *,
     tso: int | None = None,
     time: datetime | str | None = None,

@@ -12,12 +12,18 @@ import sys
 from collections.abc import Sequence
 from importlib.resources import files as package_files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingest import parameters, secrets
 from ingest.config import IngestConfig, SourceKind
 from ingest.errors import ConfigError, IngestError, TablesStopped
 from ingest.model import TableId, tso_to_datetime
 from ingest.parameters import params_from_toml
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest.pipeline import BatchResult
 
 logger = logging.getLogger("ingest")
 
@@ -77,11 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status", parents=[session], help="per table: applied TSO and its time, lag, rows, pending, bad"
     )
-    status.add_argument("--target-path", required=True, help="root of the mirror")
-    status.add_argument(
-        "--state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
-    )
-    status.add_argument("--stream-id", default="default", help="whose progress to show")
+    _add_mirror_flags(status)
     status.add_argument(
         "--lag-chart",
         default=None,
@@ -115,10 +117,12 @@ def _parser() -> argparse.ArgumentParser:
         "mirror; exit code 0 when every table matches, 1 when one does not",
     )
     _add_mirror_flags(verify)
-    against = verify.add_mutually_exclusive_group(required=True)
-    against.add_argument("--snapshot", default=None, help="a Dumpling export; its metadata names the TSO")
-    against.add_argument("--other-target-path", default=None, help="another mirror of the same upstream")
+    verify.add_argument("--snapshot", default=None, help="a Dumpling export; its metadata names the TSO")
+    verify.add_argument("--other-target-path", default=None, help="or: another mirror of the same upstream")
     verify.add_argument("--other-state-path", default=None, help="its state (default: <other>/_ingest)")
+    verify.add_argument("--other-target-catalog", default=None, help="or: another mirror, of catalog tables")
+    verify.add_argument("--other-target-schema", default=None, help="its tables' schema template")
+    verify.add_argument("--other-state-schema", default=None, help="its state's schema")
     verify.add_argument("--other-stream-id", default="default", help="its stream")
     verify.add_argument(
         "--tso", default=None, help="with --other-target-path: the TSO (default: the lower of the newest Gs)"
@@ -151,16 +155,42 @@ def _parser() -> argparse.ArgumentParser:
         "--target-path", default="lakehouse", help="directory for the Delta tables (default: ./lakehouse)"
     )
     demo.add_argument("--input", default=None, help="sample records to use (default: the bundled sample)")
+    demo.add_argument(
+        "--catalog",
+        action="store_true",
+        help="mirror into catalog tables by name instead (spark_catalog.<database>.<table>, under "
+        f"--warehouse, default ./{DEFAULT_WAREHOUSE}), which any Spark session of that warehouse can SELECT",
+    )
     return parser
 
 
 def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> None:
-    """Where a mirror is: its root, its state and the stream whose progress counts."""
-    command.add_argument(f"--{prefix}target-path", required=not prefix, help="root of the mirror")
+    """Where a mirror is: its root (or its catalog and schemas), its state and the stream whose progress
+    counts."""
+    command.add_argument(f"--{prefix}target-path", default=None, help="root of the mirror")
     command.add_argument(
         f"--{prefix}state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
     )
+    command.add_argument(
+        f"--{prefix}target-catalog", default=None, help="or: the catalog of a mirror of catalog tables"
+    )
+    command.add_argument(
+        f"--{prefix}target-schema", default=None, help="its tables' schema template (default: {database})"
+    )
+    command.add_argument(
+        f"--{prefix}state-schema", default=None, help="its state's schema (default: ticdc_ingest)"
+    )
     command.add_argument(f"--{prefix}stream-id", default="default", help="whose progress to read")
+
+
+def _mirror(args: argparse.Namespace, prefix: str = "") -> IngestConfig:
+    """The mirror the location flags name (with ``prefix``: the other one), as a run's config locates it;
+    its input is not read."""
+    keys = ("target-path", "state-path", "target-catalog", "target-schema", "state-schema", "stream-id")
+    given = {key: getattr(args, (prefix + key).replace("-", "_")) for key in keys}
+    if not given["target-path"] and not given["target-catalog"]:
+        raise ConfigError(f"--{prefix}target-path or --{prefix}target-catalog: say where the mirror is")
+    return IngestConfig.from_params({"input": "-", **{k: v for k, v in given.items() if v is not None}})
 
 
 def _add_edge_flags(run: argparse.ArgumentParser) -> None:
@@ -239,13 +269,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     warehouse: str | None = getattr(args, "warehouse", None)
     try:
         if args.command == "demo":
+            if args.catalog:
+                return _demo_catalog(args.input, remote, warehouse or DEFAULT_WAREHOUSE)
             return _demo(Path(args.target_path), args.input, remote)
         if args.command == "status":
-            return _status(args.target_path, args.state_path, args.stream_id, args.lag_chart, remote)
+            return _status(_mirror(args), args.lag_chart, remote, warehouse)
         if args.command == "as-of":
-            return _as_of(args)
+            return _as_of(args, warehouse)
         if args.command == "verify":
-            return _verify(args)
+            return _verify(args, warehouse)
         if args.command == "load":
             return _load(vars(args))
         config = IngestConfig.from_params({**_params(args), **kafka_options})
@@ -330,12 +362,12 @@ def _load(flags: dict[str, str | None]) -> int:
     from ingest.initial_load import load_dumpling
     from ingest.spark import get_session
 
-    params = {
-        k: v for k, v in flags.items() if k not in ("command", "verbose", "spark_remote") and v is not None
-    }
+    session_keys = ("command", "verbose", "spark_remote", "warehouse")
+    params = {k: v for k, v in flags.items() if k not in session_keys and v is not None}
     config = LoadConfig.from_params(params)
     logger.info("config: %s", config)
-    result = load_dumpling(get_session(remote=flags.get("spark_remote")), config)
+    warehouse = flags.get("warehouse") or (DEFAULT_WAREHOUSE if config.target_catalog else None)
+    result = load_dumpling(get_session(remote=flags.get("spark_remote"), catalog_warehouse=warehouse), config)
     print(result.describe())
     for table in result.tables:
         print("  " + table.describe())
@@ -359,52 +391,48 @@ def _resync(
 
 
 def _status(
-    target_path: str,
-    state_path: str | None,
-    stream_id: str,
+    config: IngestConfig,
     lag_chart: str | None = None,
     remote: str | None = None,
+    warehouse: str | None = None,
 ) -> int:
     from ingest import status
     from ingest.spark import get_session
     from ingest.state import delta_log
 
-    # The input is not read by status; the config only locates the mirror and its state.
-    params = {
-        "input": "-",
-        "target-path": target_path,
-        "stream-id": stream_id,
-        "state-path": state_path or "",
-    }
-    config = IngestConfig.from_params(params)
+    if config.by_name and warehouse is None:
+        warehouse = DEFAULT_WAREHOUSE
     try:
         # No JVM for a mirror on this machine: the answer is in its Delta logs.
         committed, tables = status.collect_local(config)
     except delta_log.Unreadable as why:
         logging.getLogger(__name__).info("status: reading the mirror through Spark (%s)", why)
-        committed, tables = status.collect(get_session(remote=remote), config)
+        committed, tables = status.collect(get_session(remote=remote, catalog_warehouse=warehouse), config)
     print(status.render(committed, tables))
     if lag_chart:
-        lines = status.plot_lag_chart(status.lag_history(get_session(remote=remote), config), lag_chart)
+        spark = get_session(remote=remote, catalog_warehouse=warehouse)
+        lines = status.plot_lag_chart(status.lag_history(spark, config), lag_chart)
         print(f"lag chart: {lines} lines (G and tables) drawn into {lag_chart}")
     return 0
 
 
-def _as_of(args: argparse.Namespace) -> int:
+def _as_of(args: argparse.Namespace, warehouse: str | None = None) -> int:
     from ingest import asof
     from ingest.spark import get_session
     from ingest.state import delta_log
 
     tso = asof.parse_moment(args.tso, args.time)
     tables = asof.parse_tables(args.tables)
-    where = {"state_path": args.state_path, "stream_id": args.stream_id}
+    mirror = _mirror(args)
     try:
         # No JVM for a mirror on this machine: the answer is in its Delta logs.
-        answer = asof.resolve_local(args.target_path, tso, tables, **where)
+        answer = asof.resolve_local(mirror, tso, tables)
     except delta_log.Unreadable as why:
         logging.getLogger(__name__).info("as-of: reading the mirror through Spark (%s)", why)
-        spark = get_session(remote=getattr(args, "spark_remote", None))
-        answer = asof.resolve(spark, args.target_path, tso, tables, **where)
+        if mirror.by_name and warehouse is None:
+            warehouse = DEFAULT_WAREHOUSE
+        spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
+        answer = asof.resolve(spark, mirror, tso, tables)
     if args.sql:
         print(f"-- as of TSO {tso}: run {answer.run_id}, G = {answer.g} ({answer.g_time.isoformat()})")
         for table in answer.tables:
@@ -414,14 +442,23 @@ def _as_of(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, warehouse: str | None = None) -> int:
     from ingest import asof, verify
     from ingest.config import LoadConfig
     from ingest.spark import get_session
 
+    other = args.other_target_path or args.other_target_catalog
+    if (args.snapshot is None) == (other is None):
+        raise ConfigError(
+            "verify: compare with one of --snapshot (a Dumpling export) or another mirror "
+            "(--other-target-path or --other-target-catalog)"
+        )
     limits = verify.Limits(max_keys=args.max_keys, chunk_rows=args.chunk_rows)
     tables = asof.parse_tables(args.tables)
-    spark = get_session(remote=getattr(args, "spark_remote", None))
+    mirror = _mirror(args)
+    if warehouse is None and (mirror.by_name or args.other_target_catalog):
+        warehouse = DEFAULT_WAREHOUSE
+    spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
     if args.snapshot is not None:
         if args.tso is not None:
             raise ConfigError(
@@ -429,6 +466,8 @@ def _verify(args: argparse.Namespace) -> int:
             )
         flags = {
             "input": args.snapshot, "target-path": args.target_path, "state-path": args.state_path,
+            "target-catalog": args.target_catalog, "target-schema": args.target_schema,
+            "state-schema": args.state_schema,
             "stream-id": args.stream_id, "timezone": args.timezone, "csv-separator": args.csv_separator,
             "csv-delimiter": args.csv_delimiter, "csv-null-value": args.csv_null_value,
             "csv-line-terminator": args.csv_line_terminator, "no-header": args.no_header,
@@ -438,14 +477,10 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         report = verify.verify_mirrors(
             spark,
-            args.target_path,
-            args.other_target_path,
+            mirror,
+            _mirror(args, "other-"),
             tso=None if args.tso is None else asof.parse_moment(args.tso, None),
             tables=tables,
-            state_path=args.state_path,
-            other_state_path=args.other_state_path,
-            stream_id=args.stream_id,
-            other_stream_id=args.other_stream_id,
             limits=limits,
         )
     print(report.render())
@@ -453,27 +488,55 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _demo(target: Path, input_dir: str | None, remote: str | None = None) -> int:
-    from ingest import delta_io
-    from ingest.pipeline import run_files
     from ingest.spark import get_session
 
-    sample = Path(input_dir) if input_dir else Path(str(package_files("ingest") / BUNDLED_SAMPLE))
-    config = IngestConfig.from_params({"input": str(sample), "target-path": str(target.resolve())})
-    spark = get_session(remote=remote)
-    result = run_files(spark, config)
-    print()
-    print(f"Mirrored {sample} into {target}/ ({result.describe()})")
-    print(f"{'table':<22} {'rows':>5} {'applied TSO':>20}  {'applied at (UTC)':<26} {'pending':>7}")
-    for table, report in sorted(result.tables.items()):
-        path = config.table_location(table.schema, table.table)
-        rows = delta_io.read(spark, path).count()
-        when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
-        print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")
+    config = IngestConfig.from_params(
+        {"input": str(_sample(input_dir)), "target-path": str(target.resolve())}
+    )
+    _demo_run(get_session(remote=remote), config, f"{target}/")
     print(
         "Rows above G stay pending until every partition's watermark passes them. Run again to see that "
         f"nothing is applied twice, or: ticdc-ingest status --target-path {target}"
     )
     return 0
+
+
+def _demo_catalog(input_dir: str | None, remote: str | None, warehouse: str) -> int:
+    from ingest.spark import get_session
+
+    config = IngestConfig.from_params({"input": str(_sample(input_dir)), "target-catalog": "spark_catalog"})
+    spark = get_session(remote=remote, catalog_warehouse=None if remote else warehouse)
+    result = _demo_run(spark, config, "catalog spark_catalog")
+    where = "the Connect server's catalog" if remote else f"--warehouse {warehouse}"
+    first = min(result.tables, default=None)
+    status = "ticdc-ingest status --target-catalog spark_catalog" + ("" if remote else f" {where}")
+    print(
+        f"Each table is a managed catalog table; a Spark session of {where} reads it by name, e.g. "
+        f"SELECT * FROM spark_catalog.{first or 'db.table'}. The mirror's own state is in "
+        f"spark_catalog.ticdc_ingest. Status: {status}"
+    )
+    return 0
+
+
+def _sample(input_dir: str | None) -> Path:
+    return Path(input_dir) if input_dir else Path(str(package_files("ingest") / BUNDLED_SAMPLE))
+
+
+def _demo_run(spark: SparkSession, config: IngestConfig, into: str) -> BatchResult:
+    from ingest import delta_io
+    from ingest.pipeline import run_files
+
+    sample = config.input_path
+    result = run_files(spark, config)
+    print()
+    print(f"Mirrored {sample} into {into} ({result.describe()})")
+    print(f"{'table':<22} {'rows':>5} {'applied TSO':>20}  {'applied at (UTC)':<26} {'pending':>7}")
+    for table, report in sorted(result.tables.items()):
+        location = config.table_location(table.schema, table.table)
+        rows = delta_io.read(spark, location).count()
+        when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
+        print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")
+    return result
 
 
 if __name__ == "__main__":

@@ -590,7 +590,7 @@ class LoadConfig:
     """
 
     input_path: str
-    target_path: str
+    target_path: str = ""
     state_path: str = ""
     stream_id: str = "default"
     timezone: str = "UTC"
@@ -603,12 +603,13 @@ class LoadConfig:
     csv_line_terminator: str | None = None
     table_name_template: str | None = None
     compaction: Compaction = Compaction.AUTO
+    target_catalog: str | None = None
+    target_schema: str = DEFAULT_TARGET_SCHEMA
+    state_schema: str | None = None
 
     def __post_init__(self) -> None:
         if not self.input_path:
             raise ConfigError("input: the directory of a Dumpling export is required (--input DIR)")
-        if not self.target_path:
-            raise ConfigError("target-path: a directory for the Delta tables is required (--target-path DIR)")
         if not self.csv_separator:
             raise ConfigError("csv-separator: must not be empty (Dumpling's default is ',')")
         # The same checks and defaults as a streaming run of the same mirror.
@@ -626,6 +627,9 @@ class LoadConfig:
             stream_id=self.stream_id,
             table_name_template=self.table_name_template,
             compaction=self.compaction,
+            target_catalog=self.target_catalog,
+            target_schema=self.target_schema,
+            state_schema=self.state_schema,
         )
 
     @classmethod
@@ -666,6 +670,9 @@ class LoadConfig:
             csv_line_terminator=_unescape_option(terminator) if terminator else None,
             table_name_template=normalized.get("table-name-template") or None,
             compaction=_choice(normalized, "compaction", Compaction, load),
+            target_catalog=normalized.get("target-catalog") or None,
+            target_schema=text("target-schema") or DEFAULT_TARGET_SCHEMA,
+            state_schema=normalized.get("state-schema") or None,
         )
 
 

@@ -173,9 +173,9 @@ def _check_target(
             f"tables {', '.join(present[:5])}{' …' if len(present) > 5 else ''}" if present else "no tables"
         )
         raise ConfigError(
-            f"target-path: {config.target_path} already holds a mirror ({what}; stream '{config.stream_id}' "
-            f"at run {committed.run_id}); an initial load starts a new mirror. Use a new --target-path, or "
-            "--force to replace the tables in the export"
+            f"{config.stream.target} already holds a mirror ({what}; stream '{config.stream_id}' at run "
+            f"{committed.run_id}); an initial load starts a new mirror. Use a new --target-path (or "
+            "--target-schema and --state-schema), or --force to replace the tables in the export"
         )
     # A table the mirror holds is exact through its own applied TSO: a table stopped before a DDL sits below
     # G, and its later changes wait in the buffer, so an export from after the DDL but before G still joins

@@ -124,6 +124,11 @@ LOAD: tuple[Parameter, ...] = (
     Parameter("input", None, "directory of the Dumpling export (with its metadata file)"),
     Parameter("target-path", None, "root of the mirror: tables live at <target-path>/<database>/<table>"),
     Parameter("state-path", None, "where progress lives (default: <target-path>/_ingest)"),
+    Parameter("target-catalog", None, "load into catalog tables by name instead of a target path: their "
+              "catalog, as for run"),
+    Parameter("target-schema", "{database}", "with --target-catalog: each table's schema, a template on "
+              "{database}"),
+    Parameter("state-schema", "ticdc_ingest", "with --target-catalog: the schema of the mirror's own tables"),
     Parameter("stream-id", "default", "the stream that continues from the snapshot"),
     Parameter("timezone", "UTC", "time zone of Dumpling's session, in which TIMESTAMP values were written"),
     Parameter("max-bad-ratio", "0", "share of a table's rows that may be quarantined"),

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from ingest import delta_io
 from ingest.apply import schema as apply_schema
+from ingest.catalog_names import SchemaName
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
 from ingest.model import TableId, TableState, tso_to_datetime
@@ -59,6 +60,30 @@ def staging_root(config: IngestConfig, table: TableId) -> str:
     return f"{config.state_path.rstrip('/')}/{RESYNC_DIR}/{table.schema}.{table.table}"
 
 
+def staged_config(spark: SparkSession, config: IngestConfig, table: TableId) -> IngestConfig:
+    """A mirror of its own where the table is rebuilt, emptied first: a folder under the state path, or by
+    name two schemas beside the state schema (the table's, and its state's, so no table name can clash)."""
+    if not config.by_name:
+        staging = staging_root(config, table)
+        _remove_local(staging)
+        return replace(config, target_path=staging, state_path=f"{staging}/_ingest", stream_id=RESYNC_STREAM)
+    state = config.state_path
+    assert isinstance(state, SchemaName)
+    tables = SchemaName(*state.parts[:-1], f"{state.parts[-1]}_{RESYNC_DIR}")
+    staged_state = SchemaName(*state.parts[:-1], f"{state.parts[-1]}_{RESYNC_DIR}_state")
+    for schema in (tables, staged_state):
+        spark.sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    catalog, schema_name = tables.parts  # a by-name config's state schema names its catalog
+    return replace(
+        config,
+        target_catalog=catalog,
+        target_schema=schema_name,
+        state_schema=str(staged_state),
+        state_path="",
+        stream_id=RESYNC_STREAM,
+    )
+
+
 def only_table(messages: DataFrame, table: TableId) -> DataFrame:
     """The table's own records, its database's schema-level DDLs, and every watermark (database "")."""
     database = F.get_json_object(F.col("value").cast("string"), "$.database")
@@ -73,22 +98,18 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
     Raises:
         ConfigError: the input does not reach the table's current applied TSO, or holds no row of it.
     """
-    staging = staging_root(config, table)
-    _remove_local(staging)
-    staged_config = replace(
-        config, target_path=staging, state_path=f"{staging}/_ingest", stream_id=RESYNC_STREAM
-    )
+    staged = staged_config(spark, config, table)
     messages = files.read_messages(spark, config.input_path, {}, config.input_format)
-    process_batch(spark, only_table(messages, table), staged_config, progress.Progress())
-    staged_path = staged_config.table_location(table.schema, table.table)
-    staged = table_state.read_table_state(spark, staged_path)
+    process_batch(spark, only_table(messages, table), staged, progress.Progress())
+    staged_path = staged.table_location(table.schema, table.table)
+    after = table_state.read_table_state(spark, staged_path)
     path = config.table_location(table.schema, table.table)
     current = table_state.read_table_state(spark, path) or TableState()
-    if staged is None:
+    if after is None:
         raise ConfigError(f"resync {table}: the input at {config.input_path} holds no change of this table")
-    if staged.applied_ts < current.applied_ts:
+    if after.applied_ts < current.applied_ts:
         raise ConfigError(
-            f"resync {table}: the input only reaches TSO {staged.applied_ts}, below the table's applied TSO "
+            f"resync {table}: the input only reaches TSO {after.applied_ts}, below the table's applied TSO "
             f"{current.applied_ts}; it no longer holds the table's whole history, so the table was left as is"
         )
     # The copy commits carry the old state, marked not consistent: a crash before mark_applied leaves a
@@ -98,12 +119,12 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
     apply_schema.mark_applied(
         spark,
         path,
-        staged.applied_ts,
-        state_to_metadata(staged, run_id=0, step=f"resync of {table} from {config.input_path}"),
+        after.applied_ts,
+        state_to_metadata(after, run_id=0, step=f"resync of {table} from {config.input_path}"),
     )
     rows = delta_io.read(spark, path).count()
-    logger.info("resync %s: %d rows, A_T %d -> %d", table, rows, current.applied_ts, staged.applied_ts)
-    return ResyncResult(table, current, staged, rows)
+    logger.info("resync %s: %d rows, A_T %d -> %d", table, rows, current.applied_ts, after.applied_ts)
+    return ResyncResult(table, current, after, rows)
 
 
 def _remove_local(path: str) -> None:

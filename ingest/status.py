@@ -93,6 +93,8 @@ def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableSt
         delta_log.Unreadable: the mirror is not on a local file system, or uses what the direct reader
             does not follow; ``collect`` answers then.
     """
+    if config.by_name:
+        raise delta_log.Unreadable(f"{config.target}: catalog tables, read through Spark")
     _, state = delta_log.local_mirror(config.target_path, config.state_path)
     rows_of = delta_log.rows_if_any
     runs = [
@@ -201,8 +203,7 @@ def _last_ddls(spark: SparkSession, state_path: str) -> tuple[dict[str, str], di
     refused = F.col("action") == ddl_history.REJECTED
     order = F.struct("commit_ts", "recorded_at")
     rows = (
-        spark.read.format("delta")
-        .load(path)
+        delta_io.read(spark, path)
         .groupBy("table")
         .agg(
             F.max_by(F.when(~refused, F.col("sql")), F.when(~refused, order)).alias("sql"),
@@ -238,8 +239,7 @@ def lag_history(spark: SparkSession, config: IngestConfig) -> list[LagPoint]:
     if not delta_io.is_delta_table(spark, path):
         return []
     rows = (
-        spark.read.format("delta")
-        .load(path)
+        delta_io.read(spark, path)
         .where(F.col("stream_id") == config.stream_id)
         .orderBy("run_id")
         .select("run_id", "committed_at", "global_watermark", "state")

@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from ingest import asof, delta_io
 from ingest.apply import convert
 from ingest.apply.merge import normalize
-from ingest.config import LoadConfig
+from ingest.config import IngestConfig, LoadConfig
 from ingest.decode import dumpling as dd
 from ingest.delta_io import quote
 from ingest.errors import AsOfRefused
@@ -172,7 +172,7 @@ def _missing(name: str, what: str) -> TableVerdict:
 def verify_snapshot(
     spark: SparkSession, config: LoadConfig, tables: list[TableId] | None = None, limits: Limits = Limits()
 ) -> VerifyReport:
-    """Compare the mirror at ``config.target_path``, read as of the export's snapshot TSO, with the Dumpling
+    """Compare the mirror of ``config``, read as of the export's snapshot TSO, with the Dumpling
     export at ``config.input_path`` (CSV options and time zone as for ``load``). Every table of the export
     is compared, or those in ``tables``.
 
@@ -182,9 +182,7 @@ def verify_snapshot(
     """
     export = source.read_export(spark, config.input_path)
     s = export.snapshot_ts
-    answer = asof.resolve(
-        spark, config.target_path, s, state_path=config.state_path, stream_id=config.stream_id
-    )
+    answer = asof.resolve(spark, config.stream, s)
     notes = [
         f"snapshot TSO {s} ({tso_to_datetime(s).isoformat()}); mirror read as of run {answer.run_id}, "
         f"G = {answer.g} ({answer.g_time.isoformat()})"
@@ -273,8 +271,8 @@ def _verify_export_table(
 
 def verify_mirrors(
     spark: SparkSession,
-    target_path: str,
-    other_target_path: str,
+    target_path: str | IngestConfig,
+    other_target_path: str | IngestConfig,
     *,
     tso: int | None = None,
     tables: list[TableId] | None = None,
@@ -290,21 +288,20 @@ def verify_mirrors(
     Raises:
         AsOfRefused: one of the mirrors cannot be read as of the TSO.
     """
+    one = asof.locate(target_path, state_path, stream_id)
+    other = asof.locate(other_target_path, other_state_path, other_stream_id)
     if tso is None:
         newest = []
-        for path, state, stream in (
-            (target_path, state_path, stream_id),
-            (other_target_path, other_state_path, other_stream_id),
-        ):
-            points = asof.runs(spark, asof.state_path_of(path, state), stream)
+        for mirror in (one, other):
+            points = asof.runs(spark, mirror.state_path, mirror.stream_id)
             if not points:
-                raise AsOfRefused(f"{path}: the mirror has no committed run to compare; run it first")
+                raise AsOfRefused(
+                    f"{mirror.target}: the mirror has no committed run to compare; run it first"
+                )
             newest.append(max(p.point for p in points))
         tso = min(newest)
-    left = asof.resolve(spark, target_path, tso, tables, state_path=state_path, stream_id=stream_id)
-    right = asof.resolve(
-        spark, other_target_path, tso, tables, state_path=other_state_path, stream_id=other_stream_id
-    )
+    left = asof.resolve(spark, one, tso, tables)
+    right = asof.resolve(spark, other, tso, tables)
     notes = [
         f"as of TSO {tso} ({tso_to_datetime(tso).isoformat()}): {MIRROR} at G = {left.g} "
         f"(run {left.run_id}), {OTHER} at G = {right.g} (run {right.run_id})"
@@ -316,7 +313,7 @@ def verify_mirrors(
     for mine in left.tables:
         theirs = by_right.pop(mine.table, None)
         if theirs is None:
-            verdicts.append(_missing(str(mine.table), f"not in {OTHER} ({other_target_path})"))
+            verdicts.append(_missing(str(mine.table), f"not in {OTHER} ({other.target})"))
             continue
         a, b = asof.read(spark, mine), asof.read(spark, theirs)
         sa, sb = _upstream_columns(a), _upstream_columns(b)
@@ -342,7 +339,7 @@ def verify_mirrors(
                 notes=tuple(notes_t),
             )
         )
-    verdicts += [_missing(str(t), f"not in {MIRROR} ({target_path})") for t in sorted(by_right)]
+    verdicts += [_missing(str(t), f"not in {MIRROR} ({one.target})") for t in sorted(by_right)]
     return VerifyReport(MIRROR, OTHER, tso, tuple(verdicts), tuple(notes))
 
 
