@@ -212,7 +212,7 @@ def _add_edge_flags(run: argparse.ArgumentParser) -> None:
 
 def _params(args: argparse.Namespace) -> dict[str, str]:
     """Config parameters from the flags given, on top of the TOML file if there is one."""
-    edge = {"command", "verbose", "config", "progress", "table", "spark_remote"}
+    edge = {"command", "verbose", "config", "progress", "table", "spark_remote", "warehouse"}
     flags = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in edge and v is not None}
     if not args.config:
         return flags

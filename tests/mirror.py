@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from pyspark.sql import SparkSession
 
+from ingest import delta_io
 from ingest.model import ColumnKind, TableId
 from testkit.sample import Stream
 
@@ -32,13 +34,16 @@ def normalize(value: Any) -> Any:
 def delta_rows(
     spark: SparkSession, root: str, table: TableId, version: int | None = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    df = reader.load(f"{root}/{table.schema}/{table.table}")
-    key = _key_columns(spark, f"{root}/{table.schema}/{table.table}")
+    return location_rows(spark, f"{root}/{table.schema}/{table.table}", version)
+
+
+def location_rows(
+    spark: SparkSession, location: str, version: int | None = None
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """A mirrored table's upstream columns by key, at a path or a catalog name (a ``TableName``)."""
+    key = list(orjson.loads(delta_io.properties(spark, location)["ticdc.keyColumns"]))
     rows = {}
-    for row in df.collect():
+    for row in delta_io.read(spark, location, version).collect():
         values = {k: normalize(v) for k, v in row.asDict().items() if not k.startswith("_tidb_")}
         rows[tuple(values[k] for k in key)] = values
     return rows
@@ -56,12 +61,3 @@ def expected_rows(stream: Stream, table: TableId, ts: int) -> dict[tuple[Any, ..
                 values[c] = struct.unpack("<f", struct.pack("<f", values[c]))[0]
         result[tuple(normalize(k) for k in key)] = values
     return result
-
-
-def _key_columns(spark: SparkSession, path: str) -> list[str]:
-    import orjson
-
-    # SQL, not DeltaTable: the same on classic Spark and on Spark Connect
-    quoted = "`" + path.replace("`", "``") + "`"
-    properties = spark.sql(f"DESCRIBE DETAIL delta.{quoted}").first()["properties"]
-    return list(orjson.loads(properties["ticdc.keyColumns"]))

@@ -32,3 +32,13 @@ def test_a_url_that_is_not_spark_connect_is_refused_with_the_form_to_use(monkeyp
     monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
     with pytest.raises(SparkSetupError, match="not a Spark Connect URL; write sc://host:port"):
         get_session(remote="http://127.0.0.1:15002")
+
+
+def test_the_warehouse_is_a_session_flag_not_a_mirror_parameter():
+    from ingest.cli import _params
+
+    args = _parser().parse_args(["run", "--warehouse", "wh", "--input", "in", "--target-catalog", "c"])
+    assert args.warehouse == "wh"
+    params = _params(args)
+    assert "warehouse" not in params and params["target-catalog"] == "c"
+    assert _without_subcommand(["--warehouse=wh", "--input=in"])
