@@ -32,8 +32,9 @@ install: $(STAMP) ## create .venv and install the project with its local Spark/D
 jars: $(STAMP) ## fetch the Spark packages (Delta) from Maven Central into ~/.cache, once per machine
 	$(BIN)/python -m ingest.warmup >&2  # stdout stays free for targets that print a value (connect-up)
 
-demo: jars ## mirror the bundled sample stream into ./lakehouse and print what happened per table
+demo: jars ## mirror the bundled sample into ./lakehouse by path, then into catalog tables by name (./spark-warehouse)
 	$(BIN)/ticdc-ingest demo --target-path lakehouse
+	$(BIN)/ticdc-ingest demo --catalog --warehouse spark-warehouse
 
 test: jars ## the whole suite: unit and real Spark + Delta tests, on TEST_WORKERS processes (default 2)
 	$(BIN)/python -m pytest $(XDIST)
@@ -87,5 +88,5 @@ sample: $(STAMP) ## regenerate the bundled sample stream from its generator
 	rm -rf ingest/samples/canal_json
 	$(BIN)/python -m testkit.sample ingest/samples/canal_json
 
-clean: ## remove the virtualenv and the demo lakehouse (the jar cache in ~/.cache stays)
-	rm -rf $(VENV) lakehouse .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove the virtualenv and the demo lakehouse and warehouse (the jar cache in ~/.cache stays)
+	rm -rf $(VENV) lakehouse spark-warehouse .pytest_cache .mypy_cache .ruff_cache

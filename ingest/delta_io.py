@@ -254,8 +254,20 @@ def _show_properties(spark: SparkSession, path: str, version: int | None = None)
     # table's files, which right after a commit means rebuilding the snapshot's file list: about 20 times
     # the cost on a small table, paid on every DDL. A path ending in @v<n> names version n.
     if isinstance(path, TableName) and version is not None:
-        # SHOW TBLPROPERTIES takes no version; a catalog table's own storage path does, with @v<n>.
-        path = detail(spark, path)["location"]
+        # SHOW TBLPROPERTIES takes no version; a catalog table's storage path does, with @v<n>. A catalog
+        # that refuses path access to its managed tables gets the newest properties instead, which differ
+        # only where a later DDL changed the key, the partitioning or the indexes.
+        location = detail(spark, path)["location"]
+        try:
+            return _show_properties(spark, location, version)
+        except AnalysisException as exc:
+            logger.warning(
+                "%s: version %d's properties are not readable by path (%s); using the newest",
+                path.plain(),
+                version,
+                str(exc).splitlines()[0],
+            )
+            return _show_properties(spark, path)
     at = path if version is None else f"{path}@v{int(version)}"
     rows = spark.sql(f"SHOW TBLPROPERTIES {table_ref(at)}").collect()
     return {r["key"]: r["value"] for r in rows}

@@ -16,7 +16,16 @@ from ingest import IngestConfig
 from ingest.notebook import notebook_params
 
 params = notebook_params(
-    {"input": "", "target-path": "", "input-format": "auto", "timezone": "UTC", "partitions": ""},
+    {
+        "input": "",
+        "target-path": "",
+        "target-catalog": "",
+        "target-schema": "",
+        "state-schema": "",
+        "input-format": "auto",
+        "timezone": "UTC",
+        "partitions": "",
+    },
     globals().get("dbutils"),
     os.environ,
 )

@@ -14,7 +14,16 @@ from ingest import IngestConfig, TableId
 from ingest.notebook import notebook_params
 
 params = notebook_params(
-    {"input": "", "target-path": "", "input-format": "auto", "timezone": "UTC", "table": ""},
+    {
+        "input": "",
+        "target-path": "",
+        "target-catalog": "",
+        "target-schema": "",
+        "state-schema": "",
+        "input-format": "auto",
+        "timezone": "UTC",
+        "table": "",
+    },
     globals().get("dbutils"),
     os.environ,
 )

@@ -12,13 +12,16 @@ import os
 from ingest import IngestConfig
 from ingest.notebook import notebook_params
 
-params = notebook_params(
-    {"target-path": "", "stream-id": "default", "table": ""}, globals().get("dbutils"), os.environ
-)
-# The input is not read here; the config only locates the mirror and its state.
-config = IngestConfig.from_params(
-    {"input": "-", "target-path": params["target-path"], "stream-id": params["stream-id"]}
-)
+where = {
+    "target-path": "",
+    "target-catalog": "",
+    "target-schema": "",
+    "state-schema": "",
+    "stream-id": "default",
+}
+params = notebook_params({**where, "table": ""}, globals().get("dbutils"), os.environ)
+# The input is not read here; the config only locates the mirror and its state (by path or by name).
+config = IngestConfig.from_params({"input": "-", **{key: params[key] for key in where}})
 table = params["table"]
 
 # COMMAND ----------

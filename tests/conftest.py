@@ -28,8 +28,20 @@ CLASSIC, CONNECT = "classic", "connect"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.definition.get_closest_marker(BOTH_MODES) and "spark" in metafunc.fixturenames:
+    if (
+        metafunc.definition.get_closest_marker(BOTH_MODES)
+        and "spark" in metafunc.fixturenames
+        and not _parametrized(metafunc, "spark")  # a test that names its modes itself
+    ):
         metafunc.parametrize("spark", [CLASSIC, CONNECT], indirect=True, scope="session")
+
+
+def _parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0]
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return True
+    return False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -81,7 +81,12 @@ def test_default_parameters_make_a_valid_config_through_the_cli(name):
         argv = [f"--{k}={JOB_REF.sub(lambda m: defaults[m.group(1)], v)}" for k, v in named.items()]
         arguments = ["run", *argv]  # what the wheel entry point hands to main()
         config = IngestConfig.from_params(_params(_parser().parse_args(arguments)))
-        assert config.target_path == defaults["target_path"]
+        # By default the mirror is catalog tables by name: no path but the Kafka checkpoint's volume.
+        assert config.by_name and config.target_catalog == defaults["catalog"] and not config.target_path
+        location = config.table_location("shop", "orders")
+        assert location == "`main`.`tidb_shop`.`orders`"
+        if config.kafka is not None:
+            assert config.checkpoint_location.startswith("/Volumes/")
 
 
 def test_variables_referenced_are_defined():

@@ -8,12 +8,13 @@ from __future__ import annotations
 import base64
 import shutil
 import time
+import uuid
 from decimal import Decimal
 
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, location_rows
 
 from ingest.config import IngestConfig
 from ingest.errors import OrderingError
@@ -291,3 +292,43 @@ def test_cli_runs_a_kafka_stream(spark, feed, lake, capsys):
     assert code == 0
     assert_mirror_exact(spark, lake, stream, [T])
     assert "1 pending above G" in capsys.readouterr().out
+
+
+@pytest.mark.both_modes
+def test_a_kafka_mirror_by_name_keeps_only_its_checkpoint_at_a_path(spark, feed, tmp_path):
+    """Tables and state are catalog tables; the one path is Spark's checkpoint. On Spark Connect the
+    batches' results come back through the metrics table, by name too."""
+    stream = Stream(topic="byname", partitions=2)
+    stream.create_table(SIMPLE_FOR_TESTS, stream.tso(1))
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(10))
+    stream.update(T, (1,), {"v": "b"}, stream.tso(11))
+    stream.insert(T, {"id": 2, "v": "c"}, stream.tso(12))
+    stream.watermark(stream.tso(20))
+    topic = feed(stream)
+    topic.send()
+    schema = f"k{uuid.uuid4().hex[:8]}"
+    config = IngestConfig.from_params(
+        {
+            "source": "kafka",
+            **topic.broker.mirror_params(),
+            "topics": topic.topic,
+            "target-catalog": "spark_catalog",
+            "target-schema": schema + "_{database}",
+            "state-schema": schema + "_ingest",
+            "checkpoint-location": str(tmp_path / "checkpoint"),
+            "timezone": stream.tz_name,
+        }
+    )
+    try:
+        mirror = start_kafka(spark, config)
+        mirror.await_termination()
+        [result] = mirror.results()
+        assert result.metrics()["tables"]["app.t"]["applied"] == 3
+        location = config.table_location(T.schema, T.table)
+        assert location_rows(spark, location) == expected_rows(stream, T, stream.complete_watermark())
+        state = {r.tableName for r in spark.sql(f"SHOW TABLES IN spark_catalog.{schema}_ingest").collect()}
+        assert {"progress", "metrics"} <= state
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    finally:
+        for suffix in ("_app", "_ingest"):
+            spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.{schema}{suffix} CASCADE")

@@ -7,6 +7,7 @@ import random
 import uuid
 
 import pytest
+from dumpling_export import write_export
 from kill import (
     CHILD_TIMEOUT,
     KILLS,
@@ -20,15 +21,20 @@ from kill import (
     run_killed,
 )
 from mirror import expected_rows, location_rows
+from test_initial_load import _history
+from test_ticdc_ddl_corpora import BY_NAME as BY_NAME_CORPORA
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
-from ingest import delta_io
+from ingest import asof, delta_io
 from ingest.apply import schema as apply_schema
 from ingest.catalog_names import TableName
-from ingest.config import IngestConfig
+from ingest.config import IngestConfig, LoadConfig
+from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
+from ingest.resync import resync_table
 from ingest.state import progress
+from ingest.verify import verify_snapshot
 
 pytestmark = pytest.mark.both_modes
 
@@ -53,7 +59,8 @@ def by_name(prefix: str, **params: str) -> IngestConfig:
     )
 
 
-@pytest.mark.parametrize(("corpus", "variant"), [("views-swaps", "simple-json"), ("tables", "canal-json")])
+# Each corpus runs by name in one Spark mode, in place of its path-mode run in CI (test_ticdc_ddl_corpora).
+@pytest.mark.parametrize(("spark", "corpus", "variant"), BY_NAME_CORPORA, indirect=["spark"])
 def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, variant):
     protocol = {"simple-json": {"protocol": "simple"}}.get(variant, {})
     config = by_name(prefix, input=str(CORPORA[corpus] / variant / "records.jsonl"), **protocol)
@@ -145,3 +152,56 @@ def test_a_run_by_name_killed_at_random_instants_ends_like_an_uninterrupted_run(
     versions = {t: delta_io.history(spark, location(t), 1).first()["version"] for t in (T, R)}
     finish()  # a further run finds nothing to do
     assert {t: delta_io.history(spark, location(t), 1).first()["version"] for t in (T, R)} == versions, why
+
+
+def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
+    """A Dumpling snapshot loaded by name verifies against its export, the stream continues it without gap
+    or duplicate, as-of answers with queries that name the catalog tables, and a re-sync rebuilds a table
+    through schemas of its own and swaps it in."""
+    s, snapshot, creates, late = _history()
+    export = write_export(s, snapshot, tmp_path / "export", creates, data_format="sql")
+    where = {
+        "target-catalog": "spark_catalog",
+        "target-schema": prefix + "_{database}",
+        "state-schema": prefix + "_ingest",
+        "timezone": s.tz_name,
+    }
+    load = LoadConfig.from_params({"input": str(export), **where})
+    load_dumpling(spark, load)
+    stream = load.stream
+    for table in creates:
+        rows = location_rows(spark, stream.table_location(table.schema, table.table))
+        assert rows == expected_rows(s, table, snapshot), table
+    report = verify_snapshot(spark, load)
+    assert report.matches, report.render()
+
+    s.write(tmp_path / "stream")
+    config = IngestConfig.from_params({"input": str(tmp_path / "stream"), **where})
+    run_files(spark, config)
+    final = s.complete_watermark()
+    for table in [*creates, late]:
+        rows = location_rows(spark, config.table_location(table.schema, table.table))
+        assert rows == expected_rows(s, table, final), table
+
+    answer = asof.resolve(spark, config, final)
+    assert answer.g == final
+    customers = next(t for t in answer.tables if t.table == TableId("shop", "customers"))
+    assert customers.sql() == (
+        f"SELECT * FROM spark_catalog.{prefix}_shop.customers VERSION AS OF {customers.version}"
+    )
+    assert {normalize_row(r) for r in spark.sql(customers.sql()).collect()} == {
+        normalize_row(r) for r in delta_io.read(spark, customers.path).collect()
+    }
+
+    before = delta_io.history(spark, customers.path, 1).first()["version"]
+    result = resync_table(spark, config, customers.table)
+    assert result.after.applied_ts == final
+    assert delta_io.history(spark, customers.path, 1).first()["version"] > before  # swapped in
+    rows = location_rows(spark, customers.path)
+    assert rows == expected_rows(s, customers.table, final)
+    staged = {r.namespace for r in spark.sql(f"SHOW SCHEMAS LIKE '{prefix}_ingest_resync*'").collect()}
+    assert staged == {f"{prefix}_ingest_resync", f"{prefix}_ingest_resync_state"}
+
+
+def normalize_row(row) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in row.asDict().items()))

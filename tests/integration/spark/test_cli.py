@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, location_rows
 
 from ingest.cli import main
 from ingest.model import TableId
@@ -154,3 +155,49 @@ def test_run_progress_then_status_last_ddl_then_a_resync_that_cannot_reach_a_t(s
         == before
         == expected_rows(stream, orders, stream.complete_watermark())
     )
+
+
+SELECT_BY_NAME = """
+import json, sys
+from pyspark.sql import SparkSession
+from ingest.spark import local_conf
+warehouse = sys.argv[1]
+builder = SparkSession.builder.master("local[1]").enableHiveSupport()
+settings = {
+    **local_conf(),
+    "spark.sql.warehouse.dir": warehouse,
+    "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={warehouse}/metastore_db",
+}
+for key, value in settings.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+answer = {}
+for name in sys.argv[2:]:
+    count = spark.sql(f"SELECT count(*) FROM spark_catalog.{name}").first()[0]
+    answer[name] = [count, spark.sql(f"DESCRIBE DETAIL spark_catalog.{name}").first()["location"]]
+print(json.dumps(answer))
+"""
+
+
+def test_demo_by_name_leaves_catalog_tables_another_spark_session_selects(spark, tmp_path):
+    """``demo --catalog`` in a process of its own; then a plain Spark session of the same warehouse, started
+    with Spark's Hive support and nothing of ours but the Delta settings, SELECTs every table by name."""
+    warehouse = tmp_path / "warehouse"
+    command = [sys.executable, "-m", "ingest.cli", "demo", "--catalog", "--warehouse", str(warehouse)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "managed catalog table" in done.stdout and "shop.customers" in done.stdout
+
+    tables = [TableId("shop", "customers"), TableId("shop", "orders"), TableId("shop", "order_items")]
+    tables.append(TableId("inventory", "stock"))
+    names = [f"{t.schema}.{t.table}" for t in tables]
+    select = [sys.executable, "-c", SELECT_BY_NAME, str(warehouse), *names]
+    done = subprocess.run(select, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    stream = build_sample()
+    g = stream.complete_watermark()
+    for table, name in zip(tables, names, strict=True):
+        count, location = answer[name]
+        assert location_rows(spark, location) == expected_rows(stream, table, g), name
+        assert count == len(expected_rows(stream, table, g)), name

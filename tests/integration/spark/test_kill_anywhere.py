@@ -100,14 +100,13 @@ def assert_mirror(spark, lake: Path, stream: Stream, tables: list[TableId], why:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), f"{table}; {why}"
 
 
-@pytest.mark.both_modes
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
 def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     spark, tmp_path: Path, protocol: str, seed: int
 ):
-    """Both tables are applied at once, each in a Spark session of its own; on Spark Connect the killed
-    command is a client whose server goes on (the next run may meet its last operations still running)."""
+    """Both tables are applied at once, each in a Spark session of its own. (On Spark Connect, where the
+    killed command is a client whose server goes on, the same kills run by name: test_by_name.)"""
     rnd = random.Random(seed)
     stream = kill_stream(protocol, rnd)
     input_dir, lake = tmp_path / "in", tmp_path / "lake"
