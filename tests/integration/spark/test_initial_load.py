@@ -138,7 +138,7 @@ def _assert_loaded_at_snapshot(spark, lake, s, snapshot, creates):
         assert stamps == [snapshot]
 
 
-@pytest.mark.both_modes
+# On Spark Connect the same history is loaded and streamed by name (test_by_name).
 def test_sql_snapshot_then_stream_equals_upstream_without_gap_or_duplicate(spark, tmp_path):
     s, snapshot, creates, late = _history()
     export = write_export(s, snapshot, tmp_path / "export", creates, data_format="sql")
