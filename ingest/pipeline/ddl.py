@@ -6,6 +6,7 @@ import logging
 
 from pyspark.sql import SparkSession
 
+from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
 from ingest.errors import SchemaChangeRejected
@@ -146,7 +147,10 @@ def apply_ddl(
             logger.warning(
                 "%s: DDL at %s (commitTs %d): %s", table, ddl.position, ddl.commit_ts, change.reason
             )
-        refused = apply_change(spark, config, path, change, before)
+        try:
+            refused = apply_change(spark, config, path, change, before)
+        except delta_io.CatalogNameRefused as exc:  # checked before anything is written
+            raise reject(str(exc)) from exc
         if refused is not None:
             raise reject(refused)
     exists = apply_schema.table_exists(spark, path)

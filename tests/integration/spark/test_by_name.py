@@ -29,11 +29,12 @@ from ingest import asof, catalog_names, delta_io
 from ingest.apply import schema as apply_schema
 from ingest.catalog_names import TableName
 from ingest.config import IngestConfig, LoadConfig
+from ingest.errors import TablesStopped
 from ingest.initial_load import load_dumpling
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.resync import resync_table
-from ingest.state import progress
+from ingest.state import ddl_history, progress
 from ingest.verify import verify_snapshot
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
@@ -250,3 +251,26 @@ def mirror_by_name(spark, s: Stream, prefix: str, tmp_path):
 
     run()
     return run
+
+
+@pytest.mark.parametrize("spark", ["classic"], indirect=True)
+def test_a_table_name_the_catalog_cannot_hold_stops_that_table_with_the_fix(spark, prefix, tmp_path):
+    """Spark's session catalog takes letters, digits and _ only: `app`.`t-1` stops at its CREATE TABLE,
+    recorded as refused, and every other table lands."""
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    bad = s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`t-1`"), s.tso(2))
+    s.insert(T, {"id": 1, "v": "a"}, s.tso(3))
+    s.insert(bad, {"id": 1, "v": "b"}, s.tso(4))
+    s.watermark(s.tso(10))
+    s.write(tmp_path / "in")
+    config = by_name(prefix, input=str(tmp_path / "in"))
+    with pytest.raises(TablesStopped) as stopped:
+        run_files(spark, config)
+    assert set(stopped.value.stopped) == {bad}
+    message = str(stopped.value.stopped[bad])
+    assert "the catalog refuses this name" in message and "--target-path" in message
+    assert location_rows(spark, config.table_location(T.schema, T.table)) == expected_rows(s, T, s.tso(10))
+    history = ddl_history.read(spark, config.state_path)
+    assert history is not None
+    assert [r["action"] for r in history.where(f"table = '{bad}'").collect()] == [ddl_history.REJECTED]
