@@ -8,6 +8,8 @@ tells them apart. The mirror's own state tables live under a root: a directory (
 
 from __future__ import annotations
 
+from typing import Self
+
 from ingest.errors import ConfigError
 
 
@@ -26,23 +28,36 @@ def refused_characters(part: str) -> str:
     return "".join(sorted({c for c in part if c in _REFUSED}))
 
 
-class TableName(str):
-    """A table in a catalog: ``catalog.schema.table``, or ``schema.table`` in the session's current catalog.
+class _Name(str):
+    """A dotted catalog name of ``ARITY`` parts, its text the SQL form with each part backticked."""
 
-    The string is the name as SQL takes it, each part backticked, so it can go into SQL text as it is.
-    """
-
+    ARITY: tuple[int, ...] = ()
     parts: tuple[str, ...]
 
-    def __new__(cls, *parts: str) -> TableName:
-        if len(parts) not in (2, 3) or not all(parts):
-            raise ValueError(f"a table name has 2 or 3 non-empty parts, got {parts!r}")
+    def __new__(cls, *parts: str) -> Self:
+        if len(parts) not in cls.ARITY or not all(parts):
+            raise ValueError(
+                f"a {cls.__name__} has {' or '.join(map(str, cls.ARITY))} non-empty parts: {parts!r}"
+            )
         made = super().__new__(cls, ".".join(quote_part(p) for p in parts))
         made.parts = tuple(parts)
         return made
 
     def __reduce__(self) -> tuple[type, tuple[str, ...]]:
-        return (TableName, self.parts)
+        return (type(self), self.parts)
+
+    def plain(self) -> str:
+        """The name without quotes, as a user types it where no part needs them."""
+        return ".".join(self.parts)
+
+
+class TableName(_Name):
+    """A table in a catalog: ``catalog.schema.table``, or ``schema.table`` in the session's current catalog.
+
+    The string is the name as SQL takes it, each part backticked, so it can go into SQL text as it is.
+    """
+
+    ARITY = (2, 3)
 
     @property
     def table(self) -> str:
@@ -52,25 +67,11 @@ class TableName(str):
     def schema(self) -> SchemaName:
         return SchemaName(*self.parts[:-1])
 
-    def plain(self) -> str:
-        """``catalog.schema.table`` without quotes, as a user types it where no part needs them."""
-        return ".".join(self.parts)
 
-
-class SchemaName(str):
+class SchemaName(_Name):
     """A schema in a catalog: ``catalog.schema``, or ``schema`` in the current catalog; backticked."""
 
-    parts: tuple[str, ...]
-
-    def __new__(cls, *parts: str) -> SchemaName:
-        if len(parts) not in (1, 2) or not all(parts):
-            raise ValueError(f"a schema name has 1 or 2 non-empty parts, got {parts!r}")
-        made = super().__new__(cls, ".".join(quote_part(p) for p in parts))
-        made.parts = tuple(parts)
-        return made
-
-    def __reduce__(self) -> tuple[type, tuple[str, ...]]:
-        return (SchemaName, self.parts)
+    ARITY = (1, 2)
 
     def table(self, name: str) -> TableName:
         return TableName(*self.parts, name)

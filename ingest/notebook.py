@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 ENV_PREFIX = "INGEST_"
+# Where a mirror is, as widgets: a target path, or a catalog with its schemas (empty: not set).
+MIRROR_WIDGETS = {"target-path": "", "target-catalog": "", "target-schema": "", "state-schema": ""}
 
 
 def env_name(key: str) -> str:

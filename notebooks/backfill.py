@@ -13,15 +13,12 @@
 import os
 
 from ingest import IngestConfig
-from ingest.notebook import notebook_params
+from ingest.notebook import MIRROR_WIDGETS, notebook_params
 
 params = notebook_params(
     {
         "input": "",
-        "target-path": "",
-        "target-catalog": "",
-        "target-schema": "",
-        "state-schema": "",
+        **MIRROR_WIDGETS,
         "input-format": "auto",
         "timezone": "UTC",
         "partitions": "",

@@ -11,15 +11,12 @@
 import os
 
 from ingest import IngestConfig, TableId
-from ingest.notebook import notebook_params
+from ingest.notebook import MIRROR_WIDGETS, notebook_params
 
 params = notebook_params(
     {
         "input": "",
-        "target-path": "",
-        "target-catalog": "",
-        "target-schema": "",
-        "state-schema": "",
+        **MIRROR_WIDGETS,
         "input-format": "auto",
         "timezone": "UTC",
         "table": "",

@@ -10,15 +10,9 @@
 import os
 
 from ingest import IngestConfig
-from ingest.notebook import notebook_params
+from ingest.notebook import MIRROR_WIDGETS, notebook_params
 
-where = {
-    "target-path": "",
-    "target-catalog": "",
-    "target-schema": "",
-    "state-schema": "",
-    "stream-id": "default",
-}
+where = {**MIRROR_WIDGETS, "stream-id": "default"}
 params = notebook_params({**where, "table": ""}, globals().get("dbutils"), os.environ)
 # The input is not read here; the config only locates the mirror and its state (by path or by name).
 config = IngestConfig.from_params({"input": "-", **{key: params[key] for key in where}})
