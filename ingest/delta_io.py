@@ -2,10 +2,11 @@
 
 There is no Delta Connect server plugin for every Spark and Delta pair, and ``delta.tables.DeltaTable``
 needs either that plugin or the JVM gateway; SQL needs neither. Every read, write, MERGE and ALTER of the
-package's Delta tables goes through here: a table is addressed as ``delta.`path```, commit metadata and
-idempotent-write ids are session confs (``state.table_state.committing``), and Delta's errors are told
-apart by their condition (``DELTA_TABLE_NOT_FOUND``, ``DELTA_CONCURRENT_APPEND``, ...), which both clients
-report, rather than by exception class, which differs between them.
+package's Delta tables goes through here: a table is addressed as ``delta.`path``` or, for a catalog table
+(a ``catalog_names.TableName``), by its name, created as a managed table and written through ``writeTo``;
+commit metadata and idempotent-write ids are session confs (``state.table_state.committing``), and Delta's
+errors are told apart by their condition (``DELTA_TABLE_NOT_FOUND``, ``DELTA_CONCURRENT_APPEND``, ...),
+which both clients report, rather than by exception class, which differs between them.
 
 Creating tables so that a kill at any instant can be followed by simply creating them again: Delta makes a
 table's ``_delta_log/`` directory (and ``_delta_log/_staged_commits/``) before it writes the table's first
@@ -260,7 +261,7 @@ def _show_properties(spark: SparkSession, path: str, version: int | None = None)
         location = detail(spark, path)["location"]
         try:
             return _show_properties(spark, location, version)
-        except AnalysisException as exc:
+        except PySparkException as exc:  # a refusal may be an analysis error or a permission error
             logger.warning(
                 "%s: version %d's properties are not readable by path (%s); using the newest",
                 path.plain(),
