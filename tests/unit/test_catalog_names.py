@@ -96,3 +96,45 @@ def test_a_kafka_mirror_by_name_needs_a_checkpoint_location():
 def test_neither_a_path_nor_a_catalog_says_both_ways():
     with pytest.raises(ConfigError, match="--target-catalog"):
         IngestConfig.from_params({"input": "/in"})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--target-catalog", "main", "--target-schema", "tidb_{database}"],
+        ["as-of", "--target-catalog", "main", "--target-schema", "tidb_{database}", "--tso", "1"],
+        ["verify", "--target-catalog", "main", "--target-schema", "tidb_{database}", "--snapshot", "x"],
+    ],
+)
+def test_every_reading_command_locates_a_mirror_by_name(argv):
+    from ingest.cli import _mirror, _parser
+
+    mirror = _mirror(_parser().parse_args(argv))
+    assert mirror.table_location("shop", "orders") == TableName("main", "tidb_shop", "orders")
+    assert mirror.state_path == SchemaName("main", "ticdc_ingest")
+
+
+def test_verify_locates_the_other_mirror_by_name_too():
+    from ingest.cli import _mirror, _parser
+
+    args = _parser().parse_args(
+        [
+            "verify",
+            "--target-path",
+            "/lake",
+            "--other-target-catalog",
+            "main",
+            "--other-state-schema",
+            "ops.m",
+        ]
+    )
+    assert not _mirror(args).by_name
+    other = _mirror(args, "other-")
+    assert other.by_name and other.state_path == SchemaName("ops", "m")
+
+
+def test_a_reading_command_without_a_mirror_says_both_ways():
+    from ingest.cli import _mirror, _parser
+
+    with pytest.raises(ConfigError, match="--target-path or --target-catalog"):
+        _mirror(_parser().parse_args(["status"]))
