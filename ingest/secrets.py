@@ -121,6 +121,10 @@ def redact(text: str) -> str:
     return text
 
 
+class _Masked(Exception):
+    """An exception's message with every remembered secret masked."""
+
+
 def _install() -> None:
     """Wrap the log record factory once: each record's message is formatted and redacted as it is made, so
     every handler, formatter and logger sees only the masked text. And the hook that prints an uncaught
@@ -144,7 +148,13 @@ def _install() -> None:
                 record.msg, record.args = masked, None
             if record.exc_info and record.exc_info[0] is not None:
                 # Formatters print exc_text when it is set: the traceback is masked once, here.
-                record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+                kind, error, trace = record.exc_info
+                text = logging.Formatter().formatException(record.exc_info)
+                record.exc_text = redact(text)
+                if record.exc_text != text:
+                    # A formatter that reads the exception itself (pyspark's JSON one: its class, its
+                    # message, its frames) gets a stand-in whose message is masked.
+                    record.exc_info = (kind, _Masked(redact(str(error))), trace)
         return record
 
     logging.setLogRecordFactory(factory)

@@ -7,6 +7,7 @@ The Databricks scope is read here through an injected reader standing in for ``d
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import subprocess
@@ -76,21 +77,34 @@ def test_an_unreadable_scope_names_the_scope_and_key_but_not_what_the_reader_sai
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
-def test_resolved_values_are_masked_in_every_later_log_record_and_traceback(caplog):
+def test_resolved_values_are_masked_in_every_later_log_record_and_traceback():
+    """Through logging's own formatter and through pyspark's JSON one, which reads the exception itself."""
+    from pyspark.logger.logger import JSONFormatter
+
     secrets.resolve("{{env:MASKED_ONE}}", setting="x", environ={"MASKED_ONE": SECRET})
     log = logging.getLogger("anything.at.all")
-    with caplog.at_level(logging.INFO):
+    streams = {"plain": io.StringIO(), "json": io.StringIO()}
+    handlers = [logging.StreamHandler(streams["plain"]), logging.StreamHandler(streams["json"])]
+    handlers[1].setFormatter(JSONFormatter())
+    for handler in handlers:
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
         log.info("connecting with %s to %s", SECRET, "registry")
         log.warning(f"inline {SECRET} too")
         try:
             raise RuntimeError(f"the client said {SECRET}")
         except RuntimeError:
             log.exception("failed")
-    text = caplog.text
-    assert SECRET not in text
-    assert "connecting with [REDACTED] to registry" in text
-    assert "inline [REDACTED] too" in text
-    assert "RuntimeError: the client said [REDACTED]" in text
+    finally:
+        for handler in handlers:
+            log.removeHandler(handler)
+    plain, structured = streams["plain"].getvalue(), streams["json"].getvalue()
+    assert SECRET not in plain and SECRET not in structured
+    assert "connecting with [REDACTED] to registry" in plain
+    assert "inline [REDACTED] too" in plain
+    assert "RuntimeError: the client said [REDACTED]" in plain
+    assert '"class": "RuntimeError", "msg": "the client said [REDACTED]"' in structured
 
 
 def test_an_uncaught_exception_that_quotes_a_secret_prints_it_masked():
