@@ -228,7 +228,11 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
     """Whether a Delta table with at least one commit is at ``path`` (as ``DeltaTable.isDeltaTable``).
 
     Resolving the table's schema reads the log's newest state only, and says so quietly when there is none.
+    A catalog table is asked of the catalog: a failed read of an absent one would be logged by pyspark,
+    whose error logging also swaps the process's logger class while it runs (not thread-safe).
     """
+    if isinstance(path, TableName):
+        return bool(spark.catalog.tableExists(str(path)))
     try:
         read(spark, path).schema  # noqa: B018 - resolving the read is the test
     except AnalysisException as exc:
@@ -549,12 +553,9 @@ def managed_location(spark: SparkSession, path: TableName) -> str | None:
     """Where the catalog would put the managed table ``path`` (its schema's location, then the table's
     name, as Spark's session catalog lays it out); None when the schema is not there or has no location
     Spark can list (a governed catalog places managed tables itself, and creates them in one step)."""
-    try:
-        rows = spark.sql(f"DESCRIBE SCHEMA EXTENDED {path.schema}").collect()
-    except AnalysisException as exc:
-        if is_not_a_table(exc):
-            return None
-        raise
+    if not spark.catalog.databaseExists(str(path.schema)):
+        return None
+    rows = spark.sql(f"DESCRIBE SCHEMA EXTENDED {path.schema}").collect()
     location = next((str(r[1]) for r in rows if str(r[0]).lower() == "location"), "")
     if not location.startswith(("file:", "/")):
         return None

@@ -39,24 +39,16 @@ def _head_version(spark, path: str) -> int:
     return int(spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()["version"])
 
 
-def _demo(spark_mode: str, lake, capsys) -> str:
-    """``ticdc-ingest demo``: in this process on classic Spark; on Spark Connect as a user runs it,
-    ``SPARK_REMOTE=sc://127.0.0.1:PORT ticdc-ingest demo`` in a process of its own."""
-    if spark_mode == "classic":
-        assert main(["demo", "--target-path", str(lake)]) == 0
-        return capsys.readouterr().out
-    command = [sys.executable, "-m", "ingest.cli", "demo", "--target-path", str(lake)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+def _demo(lake, capsys) -> str:
+    """``ticdc-ingest demo``, in this process."""
+    assert main(["demo", "--target-path", str(lake)]) == 0
+    return capsys.readouterr().out
 
 
-@pytest.mark.both_modes
-def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(
-    spark, spark_mode, tmp_path, capsys
-):
+# On Spark Connect the command line runs by name and killed (test_by_name), and in the Kafka and load tests.
+def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(spark, tmp_path, capsys):
     lake = tmp_path / "lakehouse"
-    out = _demo(spark_mode, lake, capsys)
+    out = _demo(lake, capsys)
     assert "shop.customers" in out and "pending" in out
     stream = build_sample()
     g = stream.complete_watermark()
@@ -72,7 +64,7 @@ def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(
         assert before[table] == expected_rows(stream, table, g)
     heads = {t: _head_version(spark, f"{lake}/{t.schema}/{t.table}") for t in tables}
     assert "run 1:" in out
-    _demo(spark_mode, lake, capsys)
+    _demo(lake, capsys)
     for table in tables:
         assert delta_rows(spark, str(lake), table) == before[table]
         version = _head_version(spark, f"{lake}/{table.schema}/{table.table}")
