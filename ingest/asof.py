@@ -258,8 +258,6 @@ def resolve_local(
         AsOfRefused: as ``resolve``.
     """
     config = locate(target_path, state_path, stream_id)
-    if config.by_name:
-        raise delta_log.Unreadable(f"{config.target}: catalog tables, read through Spark")
     stream_id = config.stream_id
     _, state = delta_log.local_mirror(config.target_path, config.state_path)
     columns = ["run_id", "stream_id", "committed_at", "global_watermark", "state"]

@@ -13,13 +13,14 @@ from typing import Self
 from ingest.errors import ConfigError
 
 
-def quote_part(part: str) -> str:
-    return "`" + part.replace("`", "``") + "`"
+def quote(name: str) -> str:
+    """Backtick a column, table or path name (or one part of a dotted name) for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 # What Unity Catalog refuses in a catalog, schema or table name: a period, a space, a forward slash, ASCII
 # control characters and DELETE; and more than 255 characters.
-_REFUSED = frozenset(".  /\x7f") | frozenset(chr(c) for c in range(0x20))
+_REFUSED = frozenset(". /\x7f") | frozenset(chr(c) for c in range(0x20))
 MAX_NAME = 255
 
 
@@ -39,7 +40,7 @@ class _Name(str):
             raise ValueError(
                 f"a {cls.__name__} has {' or '.join(map(str, cls.ARITY))} non-empty parts: {parts!r}"
             )
-        made = super().__new__(cls, ".".join(quote_part(p) for p in parts))
+        made = super().__new__(cls, ".".join(quote(p) for p in parts))
         made.parts = tuple(parts)
         return made
 

@@ -183,14 +183,27 @@ def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> Non
     command.add_argument(f"--{prefix}stream-id", default="default", help="whose progress to read")
 
 
+MIRROR_KEYS = ("target-path", "state-path", "target-catalog", "target-schema", "state-schema", "stream-id")
+
+
+def _mirror_flags(args: argparse.Namespace, prefix: str = "") -> dict[str, str | None]:
+    """The location flags as parameters (with ``prefix``: the other mirror's)."""
+    return {key: getattr(args, (prefix + key).replace("-", "_")) for key in MIRROR_KEYS}
+
+
 def _mirror(args: argparse.Namespace, prefix: str = "") -> IngestConfig:
     """The mirror the location flags name (with ``prefix``: the other one), as a run's config locates it;
     its input is not read."""
-    keys = ("target-path", "state-path", "target-catalog", "target-schema", "state-schema", "stream-id")
-    given = {key: getattr(args, (prefix + key).replace("-", "_")) for key in keys}
+    given = _mirror_flags(args, prefix)
     if not given["target-path"] and not given["target-catalog"]:
         raise ConfigError(f"--{prefix}target-path or --{prefix}target-catalog: say where the mirror is")
     return IngestConfig.from_params({"input": "-", **{k: v for k, v in given.items() if v is not None}})
+
+
+def _catalog_warehouse(warehouse: str | None, by_name: bool) -> str | None:
+    """Where a local session keeps a catalog that outlives it: ``--warehouse``, else the default one for a
+    mirror by name; None for a mirror by path (Spark's in-memory catalog is enough)."""
+    return warehouse if warehouse is not None or not by_name else DEFAULT_WAREHOUSE
 
 
 def _add_edge_flags(run: argparse.ArgumentParser) -> None:
@@ -281,8 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "load":
             return _load(vars(args))
         config = IngestConfig.from_params({**_params(args), **kafka_options})
-        if config.by_name and warehouse is None:
-            warehouse = DEFAULT_WAREHOUSE
+        warehouse = _catalog_warehouse(warehouse, config.by_name)
         if args.command == "resync":
             return _resync(config, args.table, remote, warehouse)
         show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
@@ -366,7 +378,7 @@ def _load(flags: dict[str, str | None]) -> int:
     params = {k: v for k, v in flags.items() if k not in session_keys and v is not None}
     config = LoadConfig.from_params(params)
     logger.info("config: %s", config)
-    warehouse = flags.get("warehouse") or (DEFAULT_WAREHOUSE if config.target_catalog else None)
+    warehouse = _catalog_warehouse(flags.get("warehouse"), config.target_catalog is not None)
     result = load_dumpling(get_session(remote=flags.get("spark_remote"), catalog_warehouse=warehouse), config)
     print(result.describe())
     for table in result.tables:
@@ -400,8 +412,7 @@ def _status(
     from ingest.spark import get_session
     from ingest.state import delta_log
 
-    if config.by_name and warehouse is None:
-        warehouse = DEFAULT_WAREHOUSE
+    warehouse = _catalog_warehouse(warehouse, config.by_name)
     try:
         # No JVM for a mirror on this machine: the answer is in its Delta logs.
         committed, tables = status.collect_local(config)
@@ -429,8 +440,7 @@ def _as_of(args: argparse.Namespace, warehouse: str | None = None) -> int:
         answer = asof.resolve_local(mirror, tso, tables)
     except delta_log.Unreadable as why:
         logging.getLogger(__name__).info("as-of: reading the mirror through Spark (%s)", why)
-        if mirror.by_name and warehouse is None:
-            warehouse = DEFAULT_WAREHOUSE
+        warehouse = _catalog_warehouse(warehouse, mirror.by_name)
         spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
         answer = asof.resolve(spark, mirror, tso, tables)
     if args.sql:
@@ -456,8 +466,7 @@ def _verify(args: argparse.Namespace, warehouse: str | None = None) -> int:
     limits = verify.Limits(max_keys=args.max_keys, chunk_rows=args.chunk_rows)
     tables = asof.parse_tables(args.tables)
     mirror = _mirror(args)
-    if warehouse is None and (mirror.by_name or args.other_target_catalog):
-        warehouse = DEFAULT_WAREHOUSE
+    warehouse = _catalog_warehouse(warehouse, mirror.by_name or bool(args.other_target_catalog))
     spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
     if args.snapshot is not None:
         if args.tso is not None:
@@ -465,10 +474,8 @@ def _verify(args: argparse.Namespace, warehouse: str | None = None) -> int:
                 "tso: with --snapshot the TSO is the export's own (its metadata); leave --tso out"
             )
         flags = {
-            "input": args.snapshot, "target-path": args.target_path, "state-path": args.state_path,
-            "target-catalog": args.target_catalog, "target-schema": args.target_schema,
-            "state-schema": args.state_schema,
-            "stream-id": args.stream_id, "timezone": args.timezone, "csv-separator": args.csv_separator,
+            "input": args.snapshot, **_mirror_flags(args),
+            "timezone": args.timezone, "csv-separator": args.csv_separator,
             "csv-delimiter": args.csv_delimiter, "csv-null-value": args.csv_null_value,
             "csv-line-terminator": args.csv_line_terminator, "no-header": args.no_header,
         }  # fmt: skip

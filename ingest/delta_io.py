@@ -46,6 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.catalog_names import TableName, check_part
+from ingest.catalog_names import quote as quote  # one of this module's SQL text helpers, defined with names
 from ingest.errors import IngestError
 
 logger = logging.getLogger(__name__)
@@ -87,11 +88,6 @@ _CONFLICT_CLASSES = (
 
 # ---------------------------------------------------------------------------------------------------------
 # SQL text
-
-
-def quote(name: str) -> str:
-    """Backtick a column, table or path name for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def table_ref(path: str) -> str:

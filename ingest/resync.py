@@ -69,15 +69,15 @@ def staged_config(spark: SparkSession, config: IngestConfig, table: TableId) -> 
         return replace(config, target_path=staging, state_path=f"{staging}/_ingest", stream_id=RESYNC_STREAM)
     state = config.state_path
     assert isinstance(state, SchemaName)
-    tables = SchemaName(*state.parts[:-1], f"{state.parts[-1]}_{RESYNC_DIR}")
-    staged_state = SchemaName(*state.parts[:-1], f"{state.parts[-1]}_{RESYNC_DIR}_state")
+    catalog, name = state.parts  # a by-name config's state schema names its catalog
+    tables = SchemaName(catalog, f"{name}_{RESYNC_DIR}")
+    staged_state = SchemaName(catalog, f"{name}_{RESYNC_DIR}_state")
     for schema in (tables, staged_state):
         spark.sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    catalog, schema_name = tables.parts  # a by-name config's state schema names its catalog
     return replace(
         config,
         target_catalog=catalog,
-        target_schema=schema_name,
+        target_schema=tables.parts[1],
         state_schema=str(staged_state),
         state_path="",
         stream_id=RESYNC_STREAM,

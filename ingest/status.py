@@ -93,8 +93,6 @@ def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableSt
         delta_log.Unreadable: the mirror is not on a local file system, or uses what the direct reader
             does not follow; ``collect`` answers then.
     """
-    if config.by_name:
-        raise delta_log.Unreadable(f"{config.target}: catalog tables, read through Spark")
     _, state = delta_log.local_mirror(config.target_path, config.state_path)
     rows_of = delta_log.rows_if_any
     runs = [

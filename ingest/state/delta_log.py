@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlparse
 
 import orjson
 
+from ingest.catalog_names import SchemaName
+
 LOG_DIR = "_delta_log"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -50,8 +52,11 @@ def local_mirror(target_path: str, state_path: str) -> tuple[Path, Path]:
     """The mirror's root and state directories, when both are on this machine's file system.
 
     Raises:
-        Unreadable: either is elsewhere, or the root is not a directory here.
+        Unreadable: either is elsewhere, or the root is not a directory here; or the mirror is catalog
+            tables by name (its state a schema), which only Spark reads.
     """
+    if isinstance(state_path, SchemaName):
+        raise Unreadable(f"{state_path.plain()}: the mirror is catalog tables, read through Spark")
     root, state = local_dir(target_path), local_dir(state_path)
     if root is None or state is None or not root.is_dir():
         raise Unreadable(f"{target_path}: not a directory of this machine")
