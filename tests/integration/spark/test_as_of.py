@@ -3,7 +3,6 @@ between runs resolve to the run at or below; what the mirror cannot answer is re
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
+from kill import child_env
 from mirror import expected_rows, normalize
 
 from ingest import asof
@@ -74,7 +74,7 @@ def test_cli_prints_g_and_a_query_per_table_that_reads_upstream_at_g(spark, mirr
 
 def _fresh_process(*args: str) -> subprocess.CompletedProcess[str]:
     """The command in a process of its own, as a user runs it (a local JVM of its own where it needs one)."""
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    env = {k: v for k, v in child_env().items() if k != "SPARK_REMOTE"}
     command = [sys.executable, "-m", "ingest.cli", *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

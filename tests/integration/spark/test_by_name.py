@@ -151,6 +151,8 @@ def test_a_run_by_name_killed_at_random_instants_ends_like_an_uninterrupted_run(
     g = stream.complete_watermark()
     for table in (T, R):
         assert location_rows(spark, location(table)) == expected_rows(stream, table, g), f"{table}; {why}"
+    if spark_mode == "classic":  # one more JVM and metastore start: the Connect run checks a further run
+        return
     versions = {t: delta_io.history(spark, location(t), 1).first()["version"] for t in (T, R)}
     finish()  # a further run finds nothing to do
     assert {t: delta_io.history(spark, location(t), 1).first()["version"] for t in (T, R)} == versions, why

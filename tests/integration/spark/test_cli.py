@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from kill import child_env
 from mirror import delta_rows, expected_rows, location_rows
 
 from ingest.cli import main
@@ -176,7 +177,7 @@ def test_demo_by_name_leaves_catalog_tables_another_spark_session_selects(spark,
     with Spark's Hive support and nothing of ours but the Delta settings, SELECTs every table by name."""
     warehouse = tmp_path / "warehouse"
     command = [sys.executable, "-m", "ingest.cli", "demo", "--catalog", "--warehouse", str(warehouse)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=child_env(), check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "managed catalog table" in done.stdout and "shop.customers" in done.stdout
 
@@ -184,7 +185,7 @@ def test_demo_by_name_leaves_catalog_tables_another_spark_session_selects(spark,
     tables.append(TableId("inventory", "stock"))
     names = [f"{t.schema}.{t.table}" for t in tables]
     select = [sys.executable, "-c", SELECT_BY_NAME, str(warehouse), *names]
-    done = subprocess.run(select, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(select, capture_output=True, text=True, timeout=600, env=child_env(), check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     stream = build_sample()
