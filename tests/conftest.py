@@ -55,11 +55,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class _ConnectLast:
-    """Orders the Connect runs after everything else, once pytest has ordered and selected the items."""
+    """Orders the Connect runs after everything else, once pytest has ordered and selected the items; within
+    each mode the tests marked ``long`` come first.
+
+    Workers take one test at a time in this order, so a long test taken last keeps one worker busy while the
+    other has nothing left to take. Longest first, the run ends on short tests and the workers finish
+    together.
+    """
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        items.sort(key=lambda item: _mode(item) == CONNECT)  # stable: Connect tests last, in their order
+        # stable: Connect tests last, long ones first in each mode, the rest in their order
+        items.sort(key=lambda item: (_mode(item) == CONNECT, item.get_closest_marker("long") is None))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -92,6 +92,7 @@ def session_kind(kernel) -> str:
     return outputs(nb).split("SESSION", 1)[1].split()[0]
 
 
+@pytest.mark.long
 @pytest.mark.both_modes
 def test_backfill_then_state_then_resync_of_one_table(spark, spark_mode, kernel, tmp_path):
     stream = build_sample()

@@ -129,6 +129,7 @@ def test_every_type_lands_exactly(spark, schema_registry, tmp_path, lake):
     assert types["ti"] == types["si"] == types["mi"] == types["i"] == "int" and types["iu"] == "bigint"
 
 
+@pytest.mark.long
 def test_the_same_stream_lands_identically_in_every_protocol(spark, schema_registry, tmp_path):
     avro = avro_stream(schema_registry, "equivalence")
     scenario(avro)

@@ -76,6 +76,7 @@ def assert_mirror_exact(spark, lake, stream: Stream, tables: list[TableId]) -> i
     return g
 
 
+@pytest.mark.long
 def test_multi_partition_topic_restart_and_lost_checkpoint_are_exact(spark, feed, lake):
     stream = build_sample()
     topic = feed(stream)
@@ -231,6 +232,7 @@ def test_every_batch_reports_metrics(spark, feed, lake):
     assert (observed["records"], observed["bytes"]) == (metrics["records"], metrics["bytes"])
 
 
+@pytest.mark.long
 @pytest.mark.both_modes
 def test_available_now_restarts_read_only_what_is_new_and_a_batch_error_reaches_the_caller(spark, feed, lake):
     # On Spark Connect the batch function runs in a Python process beside the server: what each batch did

@@ -22,6 +22,7 @@ def mirror_args(access: dict[str, str], topic: str, lake, protocol: str) -> list
     ]  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", SEEDS)
 def test_kafka_mirror_killed_at_random_instants_continues_exactly(spark, feed, tmp_path, seed: int):
     protocol = "canal-json"

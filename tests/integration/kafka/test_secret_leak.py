@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from kill import CHILD, child_env
 from mirror import delta_rows, expected_rows
 from pyspark.sql import functions as F
@@ -40,6 +41,7 @@ def delta_tables(root: Path) -> list[Path]:
     return sorted(log.parent for log in root.rglob("_delta_log"))
 
 
+@pytest.mark.long
 def test_no_secret_reaches_a_log_a_table_a_file_or_an_error(spark, kafka_broker, secured_registry, tmp_path):
     kafka_password = kafka_broker.users[MIRROR_USER]
     registry_password = secured_registry.password_file.read_text()

@@ -7,6 +7,8 @@ import json
 import math
 import re
 
+import pytest
+
 from bench.run import SECTIONS, Sizes, run
 
 # A time difference over a time: at smoke sizes the 100-table run can finish before the 1-table one, so the
@@ -32,6 +34,7 @@ RESULT_KEYS = (
 )
 
 
+@pytest.mark.long
 def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
     sizes = Sizes.smoke()
     output = tmp_path / "BENCHMARKS.md"

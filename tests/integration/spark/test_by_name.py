@@ -62,6 +62,7 @@ def by_name(prefix: str, **params: str) -> IngestConfig:
 
 
 # Each corpus runs by name in one Spark mode, in place of its path-mode run in CI (test_ticdc_ddl_corpora).
+@pytest.mark.long
 @pytest.mark.parametrize(("spark", "corpus", "variant"), BY_NAME_CORPORA, indirect=["spark"])
 def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, variant):
     protocol = {"simple-json": {"protocol": "simple"}}.get(variant, {})
@@ -113,6 +114,7 @@ def test_a_creation_a_kill_cut_off_from_its_catalog_entry_is_made_again(spark, p
     assert location_rows(spark, location) == expected_rows(stream, T, g)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_run_by_name_killed_at_random_instants_ends_like_an_uninterrupted_run(
     spark, spark_mode, prefix, tmp_path, seed
@@ -158,6 +160,7 @@ def test_a_run_by_name_killed_at_random_instants_ends_like_an_uninterrupted_run(
     assert {t: delta_io.history(spark, location(t), 1).first()["version"] for t in (T, R)} == versions, why
 
 
+@pytest.mark.long
 def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
     """A Dumpling snapshot loaded by name verifies against its export, the stream continues it without gap
     or duplicate, as-of answers with queries that name the catalog tables, and a re-sync rebuilds a table

@@ -172,6 +172,7 @@ print(json.dumps(answer))
 """
 
 
+@pytest.mark.long
 def test_demo_by_name_leaves_catalog_tables_another_spark_session_selects(spark, tmp_path):
     """``demo --catalog`` in a process of its own; then a plain Spark session of the same warehouse, started
     with Spark's Hive support and nothing of ours but the Delta settings, SELECTs every table by name."""

@@ -100,6 +100,7 @@ def assert_mirror(spark, lake: Path, stream: Stream, tables: list[TableId], why:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), f"{table}; {why}"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("protocol", RUN_PROTOCOLS)
 def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
@@ -138,6 +139,7 @@ def test_run_killed_at_random_instants_ends_like_an_uninterrupted_run(
     assert not changed, f"a further run changed {changed}; {why}"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", SEEDS)
 def test_table_swaps_and_exchanges_killed_at_random_instants_end_with_both_tables_applied(
     spark, tmp_path: Path, seed: int

@@ -75,6 +75,7 @@ def problems_with(spark, config: IngestConfig, corpus: str, names) -> dict[str, 
     return problems
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("corpus", "variant"), MATRIX)
 def test_every_cell_lands_and_nothing_gone_stays_live(spark, tmp_path, corpus, variant):
     config = config_for(corpus, variant, tmp_path / "lake")
