@@ -127,8 +127,9 @@ COMMIT_CONFS = (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION)
 # id). Tables applied in sessions of their own commit at the same time.
 _SESSION_LOCKS: weakref.WeakKeyDictionary[SparkSession, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
-# Writes into the mirror's own shared tables (quarantine, DDL history) and the catalog take turns across
-# sessions too: each may create its table first, and concurrent MERGEs into one table conflict.
+# Writes into the mirror's own shared tables (quarantine, the DDL history's creation) and the catalog take
+# turns across sessions too: each may create its table first, and concurrent MERGEs into one table conflict.
+# Appends (the DDL history's entries) never conflict, and need no turn once the table exists.
 _SHARED_LOCK = threading.RLock()
 
 

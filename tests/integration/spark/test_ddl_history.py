@@ -46,3 +46,28 @@ def test_a_ddl_recorded_again_is_listed_once_and_each_outcome_and_statement_once
         ("app.t", 100, "ALTER TABLE `t` ADD COLUMN `d` int", "applied"),
         ("app.u", 100, ADD, "applied"),
     ]
+
+
+def test_tables_recording_at_the_same_time_in_sessions_of_their_own_are_each_listed_once(spark, tmp_path):
+    """Tables applied in parallel record their DDLs at once: the first entries race to create the table,
+    and the appends after it overlap (each in its table's session, with its own transaction id)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    state = str(tmp_path / "_ingest")
+    tables = [TableId("app", f"t{i}") for i in range(4)]
+
+    def record_all(table: TableId) -> None:
+        session = spark.newSession()
+        for ts in range(100, 105):
+            statement = f"ALTER TABLE `{table.table}` ADD COLUMN `c{ts}` int"
+            ddl = DdlEvent(table, ts, statement, "ALTER TABLE", Position("cdc", 0, ts))
+            _record(session, state, table, ddl, ddl_history.APPLIED)
+
+    with ThreadPoolExecutor(len(tables)) as pool:
+        list(pool.map(record_all, tables))
+
+    assert _entries(spark, state) == sorted(
+        (str(t), ts, f"ALTER TABLE `{t.table}` ADD COLUMN `c{ts}` int", "applied")
+        for t in tables
+        for ts in range(100, 105)
+    )
