@@ -5,12 +5,16 @@ from __future__ import annotations
 import struct
 from datetime import datetime, timezone
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import orjson
 from pyspark.sql import SparkSession
+from ticdc_fixture import differences, expected_gone, expected_tables
 
 from ingest import delta_io
+from ingest.apply import schema as apply_schema
+from ingest.config import IngestConfig
 from ingest.model import ColumnKind, TableId
 from testkit.sample import Stream
 
@@ -61,3 +65,37 @@ def expected_rows(stream: Stream, table: TableId, ts: int) -> dict[tuple[Any, ..
                 values[c] = struct.unpack("<f", struct.pack("<f", values[c]))[0]
         result[tuple(normalize(k) for k in key)] = values
     return result
+
+
+def corpus_rows(spark: SparkSession, config: IngestConfig, name: str) -> list[dict] | None:
+    """The rows of the mirrored table ``database.table`` (None: no table there)."""
+    database, table = name.split(".")
+    path = config.table_location(database, table)
+    if not apply_schema.table_exists(spark, path):
+        return None
+    return [r.asDict() for r in delta_io.read(spark, path).collect()]
+
+
+def corpus_problems(
+    spark: SparkSession, config: IngestConfig, corpus: Path, names: list[str] | None = None
+) -> dict[str, list[str]]:
+    """What differs from what TiDB returned at the end of a corpus, per table of ``names`` (default: every
+    table the corpus expects, and every table gone upstream, which must not be live in the mirror; a view
+    must hold nothing in the lake at all)."""
+    tables = expected_tables(corpus)
+    problems = {}
+    for name in tables if names is None else names:
+        rows = corpus_rows(spark, config, name)
+        found = ["missing table"] if rows is None else differences(tables[name], rows)
+        if found:
+            problems[name] = found
+    if names is not None:
+        return problems
+    for name in expected_gone(corpus):
+        database, table = name.split(".")
+        path = config.table_location(database, table)
+        if apply_schema.table_exists(spark, path) and not apply_schema.table_info(spark, path).retired:
+            problems[name] = ["gone upstream, live in the mirror"]
+        elif name.startswith("app.v") and corpus_rows(spark, config, name) is not None:
+            problems[name] = ["a view, yet a table in the lake"]
+    return problems

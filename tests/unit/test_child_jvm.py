@@ -26,7 +26,7 @@ def _flags(env: dict[str, str]) -> dict[str, str]:
 
 
 def test_a_child_jvm_runs_c1_only_with_the_code_cache_of_a_tiered_jvm():
-    """A kernel JVM that ran several notebooks under C1 alone filled its 48 MiB code cache and failed a job."""
+    """A kernel JVM that ran several notebooks under C1 alone filled its 48 MiB code cache, failing a job."""
     flags = _flags(child_env())
     assert flags["TieredStopAtLevel"] == "1"
     assert int(flags["ReservedCodeCacheSize"]) >= 240 * MIB
