@@ -98,8 +98,13 @@ def table_ref(path: str) -> str:
 
 
 def sql_string(text: str) -> str:
-    """A Spark SQL string literal holding exactly ``text``."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A Spark SQL string literal holding exactly ``text``.
+
+    ``$`` is written as the escape ``\\u0024``: Spark substitutes ``${env:NAME}``, ``${system:NAME}`` and
+    ``${<conf key>}`` anywhere in a statement's text before parsing it, so an upstream DEFAULT or comment
+    holding one would reach the mirror as an environment variable's or a setting's value.
+    """
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("$", "\\u0024") + "'"
 
 
 def sql_literal(value: object) -> str:

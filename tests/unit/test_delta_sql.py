@@ -23,6 +23,10 @@ def test_string_literals_escape_quotes_and_backslashes():
     assert delta_io.sql_string("it's a\\b") == "'it\\'s a\\\\b'"
 
 
+def test_string_literals_hold_no_dollar_for_spark_to_substitute():
+    assert delta_io.sql_string("${env:HOME} $x") == "'\\u0024{env:HOME} \\u0024x'"
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [
