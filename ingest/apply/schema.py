@@ -50,7 +50,12 @@ logger = logging.getLogger(__name__)
 # write's userMetadata (the same A_T: compaction changes no row) and the newest of our commits is still
 # found within HISTORY_DEPTH; tests/integration/spark/test_compaction.py holds this.
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"
-TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+# A mirrored table commits at least once per batch that touches it (a DDL: two to five times), and Delta
+# checkpoints every 10 commits by default: a Spark job that rewrites the table's whole file list, 1.5 s on a
+# small table and more the more files it has. Every 100 commits instead; a reader then replays at most 99
+# small JSON commits after the newest checkpoint.
+CHECKPOINT_INTERVAL = ("delta.checkpointInterval", "100")
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true", CHECKPOINT_INTERVAL[0]: CHECKPOINT_INTERVAL[1]}
 # DROP and RENAME COLUMN, and column names Delta cannot store as they are (spaces, commas, ...).
 COLUMN_MAPPING = ("delta.columnMapping.mode", "name")
 # MODIFY COLUMN to a wider type (INT -> BIGINT, DECIMAL widening, DATE -> DATETIME) without a rewrite.

@@ -10,7 +10,7 @@ import pytest
 
 from ingest import asof, delta_io
 from ingest.apply import merge as apply_merge_module
-from ingest.apply.schema import AUTO_COMPACT
+from ingest.apply.schema import AUTO_COMPACT, CHECKPOINT_INTERVAL
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
@@ -58,6 +58,7 @@ def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp
         points.append((workload.last_ts, _rows(spark, path)))
 
     assert delta_io.properties(spark, path)[AUTO_COMPACT] == "true"
+    assert delta_io.properties(spark, path)[CHECKPOINT_INTERVAL[0]] == "100"
     history = delta_io.history(spark, path).collect()
     compactions = [
         r for r in history if r["operation"] == "OPTIMIZE" and r["operationParameters"].get("auto") == "true"
