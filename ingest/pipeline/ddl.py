@@ -79,11 +79,13 @@ def apply_ddl(
     *,
     rename_group: RenameGroup | None = None,
     first_of_group: bool = True,
+    listed: ddl_history.Listed,
 ) -> TableState:
     """Apply one admitted DDL to one table, record its outcome in the DDL history, and commit the table's
     new state (A_T and D_T at the DDL); raises before anything when the DDL is refused.
 
-    ``rename_group``: every pair of the RENAME statement ``ddl`` is one event of (see ``plan.renames``)."""
+    ``rename_group``: every pair of the RENAME statement ``ddl`` is one event of (see ``plan.renames``);
+    ``listed``: the batch's view of the DDL history."""
     info = apply_schema.table_info(spark, path) if apply_schema.table_exists(spark, path) else None
     changes = plan_schema.plan_schema_changes(
         ddl,
@@ -113,6 +115,7 @@ def apply_ddl(
             schema_before=schema_before,
             schema_after=None,
             run_id=run_id,
+            listed=listed,
         )
         return SchemaChangeRejected(
             f"{table}: {reason}; the table stopped before {ddl.position} (commitTs {ddl.commit_ts})",
@@ -165,7 +168,7 @@ def apply_ddl(
         spark, config.state_path, table=table, ddl=ddl, action=action, detail=detail,
         schema_before=schema_before,
         schema_after=apply_schema.table_info(spark, path).schema.simpleString() if exists else None,
-        run_id=run_id,
+        run_id=run_id, listed=listed,
     )  # fmt: skip
     if exists:
         apply_schema.mark_applied(

@@ -109,6 +109,8 @@ def _process(
     position = {table: number for number, table in enumerate(ordered, start=1)}
 
     leases = TableSessions(spark, dml, config.table_parallelism)
+    # A writer schema's entry is placed at the newest row that uses it, wherever the table's state is.
+    listed = ddl_history.Listed(config.state_path, ordered, 0)
 
     def apply(table: TableId, second_pass: bool = False) -> tuple[TableReport, TableState]:
         with leases.lease() as lease:
@@ -121,6 +123,7 @@ def _process(
                 book,
                 committed,
                 run_id,
+                listed,
                 second_pass=second_pass,
             )
 
@@ -215,6 +218,7 @@ def _apply_table(
     book: ta.SchemaBook,
     committed: progress.Progress,
     run_id: int,
+    listed: ddl_history.Listed,
     *,
     second_pass: bool = False,
 ) -> tuple[TableReport, TableState]:
@@ -244,10 +248,12 @@ def _apply_table(
                 for name in writer.names
                 if name not in book.schemas[use.value_schema][0].names
             }
-            _create(spark, config, _Follow(table, path, writer, key, latest, read, state, run_id), older)
+            follow = _Follow(table, path, writer, key, latest, read, state, run_id, listed)
+            _create(spark, config, follow, older)
             report.ddls.append(f"create from writer schema {writer.id}")
         elif latest.max_commit_ts >= state.applied_ts:
-            described = _evolve(spark, config, _Follow(table, path, writer, key, latest, read, state, run_id))
+            follow = _Follow(table, path, writer, key, latest, read, state, run_id, listed)
+            described = _evolve(spark, config, follow)
             if described:
                 report.ddls.append(described)
 
@@ -320,6 +326,7 @@ class _Follow:
     read: _TableRead
     state: TableState
     run_id: int
+    listed: ddl_history.Listed
 
 
 def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_before: set[str]) -> None:
@@ -354,7 +361,7 @@ def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_b
         spark, config.state_path, table=table, ddl=_event(table, follow.use, follow.read, sql),
         action=ddl_history.APPLIED,
         detail="; ".join(["CreateTable", *notes]), schema_before=None, schema_after=after,
-        run_id=follow.run_id,
+        run_id=follow.run_id, listed=follow.listed,
     )  # fmt: skip
 
 
@@ -418,6 +425,7 @@ def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
             ddl_history.record(
                 spark, config.state_path, table=table, ddl=event, action=ddl_history.REJECTED,
                 detail=refused, schema_before=before, schema_after=None, run_id=follow.run_id,
+                listed=follow.listed,
             )  # fmt: skip
             raise SchemaChangeRejected(
                 f"{table}: writer schema {writer.id} (first seen at {follow.read.first}): {refused}; "
@@ -428,7 +436,7 @@ def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
     ddl_history.record(
         spark, config.state_path, table=table, ddl=event, action=ddl_history.APPLIED,
         detail="; ".join([plan_avro.describe(changes), *notes]), schema_before=before, schema_after=after,
-        run_id=follow.run_id,
+        run_id=follow.run_id, listed=follow.listed,
     )  # fmt: skip
     logger.info("%s: followed writer schema %d: %s", table, writer.id, plan_avro.describe(changes))
     return text

@@ -57,7 +57,7 @@ from ingest.spark_decode import (
     fetch_claim_checks,
     prepare_payload,
 )
-from ingest.state import buffer, progress, schema_cache, table_state
+from ingest.state import buffer, ddl_history, progress, schema_cache, table_state
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,7 @@ def _process(
     reports: dict[TableId, TableReport] = {}
     states: dict[TableId, TableState] = dict(committed.tables)
     sessions = TableSessions(spark, dml, config.table_parallelism)
+    listed = ddl_history.Listed(config.state_path, by_table, min((d.commit_ts for d in ddls), default=0))
 
     # A DDL refused on a table stops that table (and the tables it ties it to) just below the DDL; the rest
     # of the batch goes on, and the stopped tables' later changes wait in the buffer.
@@ -200,6 +201,7 @@ def _process(
                 held_through,
                 renames or {},
                 stamps.get(table),
+                listed=listed,
             )
         if table in reports:
             reports[table].absorb(report)
@@ -449,6 +451,8 @@ def _apply_table(
     held_through: int | None = None,
     renames: Mapping[int, RenameGroup] | None = None,
     row_stamps: list[int] | None = None,
+    *,
+    listed: ddl_history.Listed,
 ) -> tuple[TableReport, TableState, SchemaChangeRejected | None]:
     """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
 
@@ -499,6 +503,7 @@ def _apply_table(
                     run_id,
                     rename_group=group,
                     first_of_group=first,
+                    listed=listed,
                 )
             except SchemaChangeRejected as exc:
                 if exc.commit_ts is None:

@@ -1,16 +1,19 @@
 """The DDL history Delta table: every DDL the mirror met, what it did, and the schema before and after. I/O.
 
-Each entry is an append made idempotent by a Delta transaction id of the table, the DDL's commitTs and
-statement: a DDL applied again after a crash is not listed twice, and a refused DDL that a later run
-applies (after a configuration change) is listed once for each outcome.
+Each outcome of a DDL on a table is listed once: a DDL applied again after a crash is not listed twice,
+and a refused DDL that a later run applies (after a configuration change) is listed once for each outcome.
+A batch reads, once, the entries its DDLs may already have (those of its tables at or above its first DDL's
+commitTs, which only an earlier attempt can have written), and then appends each new entry as it is.
 """
 
 from __future__ import annotations
 
-import hashlib
+import threading
+from collections.abc import Iterable
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import catalog_names, delta_io
@@ -45,6 +48,66 @@ def history_path(state_path: str) -> str:
     return catalog_names.child(state_path, HISTORY_DIR)
 
 
+# How an outcome ranks against another of the same DDL on the same table: one is listed unless an entry of
+# the same or a higher rank is. A refusal, then an application after a configuration change, are both
+# listed; an application, then a refusal (a run with a stricter configuration after a crash), only the first.
+_RANK = {REJECTED: 1, APPLIED: 2, RECORDED: 2, SKIPPED: 2}
+_Key = tuple[str, int, str]  # table, commitTs, statement with its whitespace runs made one space
+
+
+def _key(table: str, commit_ts: int, sql: str) -> _Key:
+    return table, commit_ts, " ".join(sql.split())
+
+
+def listed_ranks(entries: Iterable[tuple[str, int, str, str]]) -> dict[_Key, int]:
+    """The highest outcome rank listed per table, commitTs and statement, from (table, commitTs, sql,
+    action) entries."""
+    ranks: dict[_Key, int] = {}
+    for table, commit_ts, sql, action in entries:
+        key = _key(table, commit_ts, sql)
+        ranks[key] = max(ranks.get(key, 0), _RANK.get(action, 2))
+    return ranks
+
+
+class Listed:
+    """What the history already lists of one batch's DDLs, read on first use (one Spark job per batch that
+    records anything), and kept up to date as the batch's tables record theirs, in parallel.
+
+    ``tables``: the tables the batch may record a DDL of (None: every table); ``floor``: the lowest commitTs
+    among those DDLs. Within one batch each table applies a DDL once, so only an earlier attempt (a crash
+    between the entry and the table's state commit, a refusal met again) can have listed one.
+    """
+
+    def __init__(self, state_path: str, tables: Iterable[TableId] | None, floor: int) -> None:
+        self.state_path = state_path
+        self.tables = None if tables is None else sorted({str(t) for t in tables})
+        self.floor = floor
+        self._ranks: dict[_Key, int] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self, spark: SparkSession) -> dict[_Key, int]:
+        if self._ranks is None:
+            history = read(spark, self.state_path)
+            rows = []
+            if history is not None:
+                condition = F.col("commit_ts") >= self.floor
+                if self.tables is not None:
+                    condition = condition & F.col("table").isin(self.tables)
+                rows = history.where(condition).select("table", "commit_ts", "sql", "action").collect()
+            self._ranks = listed_ranks((r["table"], r["commit_ts"], r["sql"], r["action"]) for r in rows)
+        return self._ranks
+
+    def claim(self, spark: SparkSession, table: TableId, ddl: DdlEvent, action: str) -> bool:
+        """True when this outcome is not listed yet: the caller appends it, and it counts as listed."""
+        key, rank = _key(str(table), ddl.commit_ts, ddl.sql), _RANK[action]
+        with self._lock:
+            ranks = self._load(spark)
+            if ranks.get(key, 0) >= rank:
+                return False
+            ranks[key] = rank
+            return True
+
+
 def record(
     spark: SparkSession,
     state_path: str,
@@ -56,8 +119,11 @@ def record(
     schema_before: str | None,
     schema_after: str | None,
     run_id: int,
+    listed: Listed,
 ) -> None:
-    """Add one entry, unless this table already has one for the same DDL."""
+    """Add one entry, unless ``listed`` (this batch's view of the history) already has it."""
+    if not listed.claim(spark, table, ddl, action):
+        return
     row = (
         ddl.commit_ts,
         tso_to_datetime(ddl.commit_ts),
@@ -76,20 +142,10 @@ def record(
     with exclusive_write(spark):  # tables applied in parallel take turns at creating it
         if not delta_io.prepare_to_create(spark, path):
             delta_io.create_table(spark, path, SCHEMA, properties=PROPERTIES)
-    # Appends to one Delta table never conflict, so tables applied in parallel record at the same time.
-    with committing(spark, f"ddl history: {table} at {ddl.commit_ts}", _txn(table, ddl, action)):
+    # Appends to one Delta table never conflict, so tables applied in parallel record at the same time. A
+    # plain append: a Delta transaction id would make each one rebuild the table's list of ids (a Spark job).
+    with committing(spark, f"ddl history: {table} at {ddl.commit_ts}"):
         delta_io.write(new, path)
-
-
-def _txn(table: TableId, ddl: DdlEvent, action: str) -> tuple[str, int]:
-    """Delta skips an append whose transaction id already carries this version or a higher one.
-
-    One id per table and DDL; a refusal is version 1 and any other outcome version 2, so a DDL refused by
-    one run and applied by the next is listed twice, and one applied again after a crash once. An append
-    costs less than a MERGE, and the history's readers still find each entry once without deduplicating.
-    """
-    statement = hashlib.sha256(ddl.identity.encode()).hexdigest()[:16]
-    return f"ticdc-ingest ddl history {table} {ddl.commit_ts} {statement}", 1 if action == REJECTED else 2
 
 
 def read(spark: SparkSession, state_path: str) -> DataFrame | None:

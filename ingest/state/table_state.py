@@ -6,7 +6,7 @@ batch reads it back from the table before applying anything there, so a segment 
 table holds even when the mirror's progress lags behind it (a kill between a MERGE and the progress
 commit): no MERGE of ours is ever a replay, and it needs no transaction id. Delta's
 ``txnAppId``/``txnVersion`` would skip a write whose version is not above the last one recorded, at the
-cost of rebuilding the table's transaction list on every commit; the mirror's own DDL history uses them.
+cost of rebuilding the table's transaction list (a Spark job) on every commit; nothing of ours uses them.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ logger = logging.getLogger(__name__)
 
 METADATA_KEY = "ticdc-ingest"
 CONF_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-CONF_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-CONF_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 COMMIT_TS_COLUMN = "_tidb_commit_ts"
 # How many of a table's newest commits are searched for the newest of ours.
 HISTORY_DEPTH = 100
@@ -118,13 +116,13 @@ def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None
     return None
 
 
-COMMIT_CONFS = (CONF_USER_METADATA, CONF_TXN_APP_ID, CONF_TXN_VERSION)
+# The session confs a commit of ours sets for itself: never copied onto another session.
+COMMIT_CONFS = (CONF_USER_METADATA,)
 
-# Delta reads commit metadata and transaction ids from session confs, which every thread of a session
-# shares. Writes through one session therefore take turns: a commit holds its session's lock from setting
-# its confs to unsetting them, and so does every other write made through that session while tables are
-# being applied, which would otherwise carry another table's metadata (or be skipped under its transaction
-# id). Tables applied in sessions of their own commit at the same time.
+# Delta reads commit metadata from a session conf, which every thread of a session shares. Writes through
+# one session therefore take turns: a commit holds its session's lock from setting its conf to unsetting
+# it, and so does every other write made through that session while tables are being applied, which would
+# otherwise carry another table's metadata. Tables applied in sessions of their own commit at the same time.
 _SESSION_LOCKS: weakref.WeakKeyDictionary[SparkSession, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 # Writes into the mirror's own shared tables (quarantine, the DDL history's creation) and the catalog take
@@ -195,7 +193,6 @@ def planned_whole(spark: SparkSession) -> AbstractContextManager[None]:
 def committing(
     spark: SparkSession,
     metadata: str,
-    txn: tuple[str, int] | None = None,
     confs: Mapping[str, str] | None = None,
 ) -> Iterator[None]:
     """Session confs that Delta reads for the next commit(s), unset afterwards; the write turn is held
@@ -203,14 +200,10 @@ def committing(
     write), put back afterwards; one the session refuses is left out."""
     with _session_lock(spark), session_confs(spark, confs or {}, optional=True):
         spark.conf.set(CONF_USER_METADATA, metadata)
-        if txn is not None:
-            spark.conf.set(CONF_TXN_APP_ID, txn[0])
-            spark.conf.set(CONF_TXN_VERSION, str(txn[1]))
         try:
             yield
         finally:
-            for key in COMMIT_CONFS:
-                spark.conf.unset(key)
+            spark.conf.unset(CONF_USER_METADATA)
 
 
 def read_table_state(spark: SparkSession, path: str) -> TableState | None:

@@ -16,6 +16,7 @@ from mirror import delta_rows, expected_rows
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
+from ingest.state import ddl_history
 from ingest.state.progress import load_progress
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
@@ -47,6 +48,15 @@ CHILD = textwrap.dedent(
     elif point == "mid-ddl":
         # After ALTER TABLE ADD COLUMNS has committed, before the back-fill of existing rows.
         schema.convert = types.SimpleNamespace(**{**vars(schema.convert), "from_wire": die})
+    elif point == "after-ddl-history-before-state":
+        # The ADD COLUMN is applied and listed in the DDL history; the table's state does not say so yet.
+        from ingest.state import ddl_history
+        original_record = ddl_history.record
+        def record_then_die(*args, **kwargs):
+            original_record(*args, **kwargs)
+            if "ADD COLUMN" in kwargs["ddl"].sql:
+                die()
+        ddl_history.record = record_then_die
     sys.exit(main(["run", "--input", sys.argv[2], "--target-path", sys.argv[3]]))
     """
 )
@@ -72,7 +82,9 @@ def crash_stream() -> Stream:
     return s
 
 
-@pytest.mark.parametrize("point", ["after-merges-before-progress", "between-tables", "mid-ddl"])
+@pytest.mark.parametrize(
+    "point", ["after-merges-before-progress", "between-tables", "mid-ddl", "after-ddl-history-before-state"]
+)
 def test_restart_after_sigkill_ends_like_an_uninterrupted_run(spark, tmp_path: Path, point: str):
     stream = crash_stream()
     input_dir, lake = tmp_path / "in", tmp_path / "lake"
@@ -103,6 +115,12 @@ def test_restart_after_sigkill_ends_like_an_uninterrupted_run(spark, tmp_path: P
     # A second restart after the recovery applies nothing more.
     again = run_files(spark, IngestConfig.from_params({"input": str(input_dir), "target-path": str(lake)}))
     assert all(r.upserted == 0 and r.deleted == 0 and not r.ddls for r in again.tables.values())
+    # Each DDL is listed once, however often the runs applied it: two CREATE TABLEs and the ADD COLUMN.
+    history = ddl_history.read(spark, f"{lake}/_ingest")
+    assert history is not None
+    entries = [(r["table"], r["commit_ts"], r["sql"], r["action"]) for r in history.collect()]
+    assert len(entries) == len(set(entries)) == 3, entries
+    assert [e[0] for e in entries if "ADD COLUMN" in e[2]] == [str(T)], entries
 
 
 def _head(spark, lake: Path, table: TableId) -> int:
