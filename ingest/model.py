@@ -187,7 +187,12 @@ class DdlEvent:
     @property
     def identity(self) -> str:
         """What tells two DDLs at the same commit_ts apart (Canal-JSON carries no startTs or seq)."""
-        return " ".join(self.sql.split())
+        return statement_identity(self.sql)
+
+
+def statement_identity(sql: str) -> str:
+    """A DDL statement with each run of whitespace made one space: the same statement however it is spaced."""
+    return " ".join(sql.split())
 
 
 @dataclass(frozen=True, slots=True)

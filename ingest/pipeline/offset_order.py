@@ -241,6 +241,7 @@ def _apply_table(
     if latest is not None:
         writer = _bounded(book.schemas[latest.value_schema][0], config)
         key = book.schemas[latest.key_schema][0].names
+        follow = _Follow(table, path, writer, key, latest, read, state, run_id, listed)
         if not exists:
             older = {
                 name
@@ -248,11 +249,9 @@ def _apply_table(
                 for name in writer.names
                 if name not in book.schemas[use.value_schema][0].names
             }
-            follow = _Follow(table, path, writer, key, latest, read, state, run_id, listed)
             _create(spark, config, follow, older)
             report.ddls.append(f"create from writer schema {writer.id}")
         elif latest.max_commit_ts >= state.applied_ts:
-            follow = _Follow(table, path, writer, key, latest, read, state, run_id, listed)
             described = _evolve(spark, config, follow)
             if described:
                 report.ddls.append(described)

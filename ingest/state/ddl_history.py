@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import catalog_names, delta_io
-from ingest.model import DdlEvent, TableId, tso_to_datetime
+from ingest.model import DdlEvent, TableId, statement_identity, tso_to_datetime
 from ingest.state.table_state import committing, exclusive_write
 
 HISTORY_DIR = "ddl_history"
@@ -52,11 +52,7 @@ def history_path(state_path: str) -> str:
 # the same or a higher rank is. A refusal, then an application after a configuration change, are both
 # listed; an application, then a refusal (a run with a stricter configuration after a crash), only the first.
 _RANK = {REJECTED: 1, APPLIED: 2, RECORDED: 2, SKIPPED: 2}
-_Key = tuple[str, int, str]  # table, commitTs, statement with its whitespace runs made one space
-
-
-def _key(table: str, commit_ts: int, sql: str) -> _Key:
-    return table, commit_ts, " ".join(sql.split())
+_Key = tuple[str, int, str]  # table, commitTs, statement identity
 
 
 def listed_ranks(entries: Iterable[tuple[str, int, str, str]]) -> dict[_Key, int]:
@@ -64,7 +60,7 @@ def listed_ranks(entries: Iterable[tuple[str, int, str, str]]) -> dict[_Key, int
     action) entries."""
     ranks: dict[_Key, int] = {}
     for table, commit_ts, sql, action in entries:
-        key = _key(table, commit_ts, sql)
+        key = (table, commit_ts, statement_identity(sql))
         ranks[key] = max(ranks.get(key, 0), _RANK.get(action, 2))
     return ranks
 
@@ -73,14 +69,14 @@ class Listed:
     """What the history already lists of one batch's DDLs, read on first use (one Spark job per batch that
     records anything), and kept up to date as the batch's tables record theirs, in parallel.
 
-    ``tables``: the tables the batch may record a DDL of (None: every table); ``floor``: the lowest commitTs
-    among those DDLs. Within one batch each table applies a DDL once, so only an earlier attempt (a crash
-    between the entry and the table's state commit, a refusal met again) can have listed one.
+    ``tables``: the tables the batch may record a DDL of; ``floor``: the lowest commitTs among those DDLs.
+    Within one batch each table applies a DDL once, so only an earlier attempt (a crash between the entry
+    and the table's state commit, a refusal met again) can have listed one.
     """
 
-    def __init__(self, state_path: str, tables: Iterable[TableId] | None, floor: int) -> None:
+    def __init__(self, state_path: str, tables: Iterable[TableId], floor: int) -> None:
         self.state_path = state_path
-        self.tables = None if tables is None else sorted({str(t) for t in tables})
+        self.tables = sorted({str(t) for t in tables})
         self.floor = floor
         self._ranks: dict[_Key, int] | None = None
         self._lock = threading.Lock()
@@ -90,16 +86,14 @@ class Listed:
             history = read(spark, self.state_path)
             rows = []
             if history is not None:
-                condition = F.col("commit_ts") >= self.floor
-                if self.tables is not None:
-                    condition = condition & F.col("table").isin(self.tables)
+                condition = (F.col("commit_ts") >= self.floor) & F.col("table").isin(self.tables)
                 rows = history.where(condition).select("table", "commit_ts", "sql", "action").collect()
             self._ranks = listed_ranks((r["table"], r["commit_ts"], r["sql"], r["action"]) for r in rows)
         return self._ranks
 
     def claim(self, spark: SparkSession, table: TableId, ddl: DdlEvent, action: str) -> bool:
         """True when this outcome is not listed yet: the caller appends it, and it counts as listed."""
-        key, rank = _key(str(table), ddl.commit_ts, ddl.sql), _RANK[action]
+        key, rank = (str(table), ddl.commit_ts, ddl.identity), _RANK[action]
         with self._lock:
             ranks = self._load(spark)
             if ranks.get(key, 0) >= rank:
