@@ -138,7 +138,9 @@ def test_the_same_stream_lands_identically_in_every_protocol(spark, schema_regis
         spark, avro, tmp_path / "avro-in", avro_lake, protocol="avro", **{"schema-registry": schema_registry}
     )
     assert avro_result.quarantined == 0
-    for protocol, encoding in [("canal-json", "json"), ("simple", "json"), ("simple", "avro")]:
+    # Simple JSON is left out: it lands as Canal-JSON does (test_protocols), and Simple Avro, here, is read
+    # into its form before anything else.
+    for protocol, encoding in [("canal-json", "json"), ("simple", "avro")]:
         other = Stream(topic="cdc", partitions=2, protocol=protocol, encoding=encoding)
         scenario(other)
         params = {"protocol": protocol} | ({"simple-encoding": encoding} if protocol == "simple" else {})
