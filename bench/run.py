@@ -759,7 +759,7 @@ class Bench:
     def apply(self) -> None:
         runs = [_parse_run(text) for text in self.sizes.mixes.split(",") if text.strip()]
         n, preload = self.sizes.apply_events, self.sizes.preload_rows
-        if not self.smoke:  # a timing aid; a smoke run's numbers mean nothing, and it makes the same runs
+        if not self.smoke:  # only a timing aid, and a smoke run's numbers mean nothing
             self._warm_up()
         apply_rows: list[str] = []
         naive_rows: list[str] = []
