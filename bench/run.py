@@ -176,7 +176,7 @@ class Sizes:
             tables_rows=60,
             tables_some=2,  # as many as tables_many: at smoke sizes one run serves both
             tables_many=2,
-            tables_all=5,
+            tables_all=5,  # three tables the batch does not touch, as before
             small_batches=3,
             small_batches_off=2,
             small_batch_rows=10,
