@@ -44,18 +44,41 @@ class SchemaChangeRejected(IngestError):
         self.table, self.commit_ts = table, commit_ts
 
 
+class TableFailed(IngestError):
+    """One table failed inside a batch (any error but a refused DDL); it stops there and the others go on.
+
+    ``applied_ts`` is what the table holds (its last commit); its later changes wait in the buffer and the
+    next batch tries the table again from there.
+    """
+
+    def __init__(self, table: TableId, applied_ts: int, cause: BaseException) -> None:
+        first = _first_line(cause)
+        super().__init__(
+            f"{table}: {type(cause).__name__}: {first} (the table holds upstream up to TSO {applied_ts}; its "
+            "later changes wait, and every batch tries it again)"
+        )
+        self.table, self.applied_ts = table, applied_ts
+
+
+def _first_line(cause: BaseException) -> str:
+    """The line of an error that says what happened: a JVM error's own message, not py4j's wrapper."""
+    lines = [x.strip() for x in str(cause).splitlines() if x.strip()]
+    lines = [x.removeprefix(": ") for x in lines if not x.startswith(("An error occurred while", "at "))]
+    return lines[0][:500] if lines else ""
+
+
 class TablesStopped(IngestError):
-    """Some tables stopped just below a DDL the mirror refuses; every other table was applied and progress
-    moved, and the stopped tables' later changes wait in the buffer until the DDL can be applied.
+    """Some tables stopped (below a DDL the mirror refuses, or on an error of their own); every other table
+    was applied and progress moved, and the stopped tables' later changes wait in the buffer.
 
     ``result`` is the batch's result; ``stopped`` maps each stopped table to its error.
     """
 
-    def __init__(self, stopped: Mapping[TableId, SchemaChangeRejected], result: object) -> None:
+    def __init__(self, stopped: Mapping[TableId, IngestError], result: object) -> None:
         lines = "; ".join(str(exc) for exc in stopped.values())
         super().__init__(
-            f"{len(stopped)} table(s) stopped before a DDL the mirror does not apply (every other table was "
-            f"applied and progress moved; their later changes wait in the buffer): {lines}"
+            f"{len(stopped)} table(s) stopped (every other table was applied and progress moved; their later "
+            f"changes wait in the buffer): {lines}"
         )
         self.stopped, self.result = dict(stopped), result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from ingest.config import IngestConfig
 from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.state import ddl_history, delta_log, progress, quarantine, table_state
 
+logger = logging.getLogger(__name__)
+
 LAST_DDL_WIDTH = 60
 
 
@@ -31,6 +34,7 @@ class TableStatus:
     quarantined: int
     last_ddl: str = ""
     stopped: str = ""  # the DDL it stopped before (refused, not applied since), if any
+    failed: str = ""  # the error it stopped on in the last run (not a refused DDL), if any
 
 
 def _when(tso: int) -> str:
@@ -55,8 +59,12 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
     tables = []
     for table in sorted(set(committed.tables) | set(committed.pending_rows)):
         path = config.table_location(table.schema, table.table)
-        state = table_state.read_table_state(spark, path)
-        rows = delta_io.read(spark, path).count() if state is not None else 0
+        try:
+            state = table_state.read_table_state(spark, path)
+            rows = delta_io.read(spark, path).count() if state is not None else 0
+        except Exception:  # one unreadable table still gets its line, from progress
+            logger.exception("%s: cannot be read; its line shows what progress last recorded", table)
+            state, rows = None, 0
         tables.append(_line(table, committed, state, rows, bad, last_ddl, stopped))
     return committed, tables
 
@@ -81,6 +89,7 @@ def _line(
         quarantined=bad.get(str(table), 0),
         last_ddl=last_ddl.get(str(table), ""),
         stopped=stopped.get(str(table), ""),
+        failed=committed.failed.get(table, ""),
     )
 
 
@@ -189,6 +198,8 @@ def render(committed: progress.Progress, tables: list[TableStatus], now: datetim
             lines.append(
                 f"STOPPED {t.table}: before {t.stopped} (the DDL history says why; its later changes wait)"
             )
+        elif t.failed:
+            lines.append(f"STOPPED {t.table}: {t.failed}")
     return "\n".join(lines)
 
 

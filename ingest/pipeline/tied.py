@@ -59,7 +59,7 @@ def tied_groups(ddls: list[DdlEvent], known: set[TableId], g: int) -> list[TiedG
 
 
 def tied_stop(
-    table: TableId, blocked: list[TableId], stopped: Mapping[TableId, SchemaChangeRejected], stamp: int
+    table: TableId, blocked: list[TableId], stopped: Mapping[TableId, Exception], stamp: int
 ) -> SchemaChangeRejected:
     causes = "; ".join(f"{t} ({stopped[t]})" for t in blocked)
     return SchemaChangeRejected(

@@ -18,7 +18,7 @@ from ingest import order
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
 from ingest.decode.codec import Codec, Decoded, TypesFrom
-from ingest.errors import SchemaChangeRejected, TablesStopped
+from ingest.errors import SchemaChangeRejected, TableFailed, TablesStopped
 from ingest.model import (
     DdlEvent,
     PartitionId,
@@ -179,30 +179,36 @@ def _process(
 
     # A DDL refused on a table stops that table (and the tables it ties it to) just below the DDL; the rest
     # of the batch goes on, and the stopped tables' later changes wait in the buffer.
-    stopped: dict[TableId, SchemaChangeRejected] = {}
+    stopped: dict[TableId, SchemaChangeRejected | TableFailed] = {}
 
     def apply(
         table: TableId, held_through: int | None, bound: int = g, renames: RenameGroups = None
     ) -> TableReport | None:
         if table in stopped:
             return None
-        with sessions.lease() as lease:
-            report, states[table], refused = _apply_table(
-                lease.session,
-                config,
-                table,
-                lease.dml,
-                signatures,
-                by_table.get(table, []),
-                min(bound, bounds.get(table, g)),
-                committed,
-                run_id,
-                schemas,
-                held_through,
-                renames or {},
-                stamps.get(table),
-                listed=listed,
-            )
+        try:
+            with sessions.lease() as lease:
+                report, states[table], refused = _apply_table(
+                    lease.session,
+                    config,
+                    table,
+                    lease.dml,
+                    signatures,
+                    by_table.get(table, []),
+                    min(bound, bounds.get(table, g)),
+                    committed,
+                    run_id,
+                    schemas,
+                    held_through,
+                    renames or {},
+                    stamps.get(table),
+                    listed=listed,
+                )
+        except Exception as exc:  # whatever one table meets stops that table only
+            logger.exception("run %d: %s failed; it stops, the other tables go on", run_id, table)
+            states[table] = _held_state(spark, config, table, committed)
+            stop(table, TableFailed(table, states[table].applied_ts, exc), states[table].applied_ts + 1)
+            return None
         if table in reports:
             reports[table].absorb(report)
         else:
@@ -212,7 +218,7 @@ def _process(
             return None
         return report
 
-    def stop(table: TableId, exc: SchemaChangeRejected, commit_ts: int) -> None:
+    def stop(table: TableId, exc: SchemaChangeRejected | TableFailed, commit_ts: int) -> None:
         stopped[table] = exc
         bounds[table] = min(bounds.get(table, g), commit_ts - 1)
         report = reports.setdefault(
@@ -308,6 +314,7 @@ def _process(
         tables=states,
         pending_rows=pending_rows,
         buffered=pending_records,
+        failed={t: str(e) for t, e in stopped.items() if isinstance(e, TableFailed)},
     )
     if announced_types:
         # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
@@ -527,6 +534,20 @@ def _apply_table(
             with table_state.exclusive_write(spark):
                 apply_schema.register_catalog_table(spark, name, path)
     return report, state, refused
+
+
+def _held_state(
+    spark: SparkSession, config: IngestConfig, table: TableId, committed: progress.Progress
+) -> TableState:
+    """What a table that failed part-way holds: its newest commit's state (each of its commits records one,
+    so a failure anywhere leaves a state the next batch resumes from, as after a kill)."""
+    path = config.table_location(table.schema, table.table)
+    try:
+        held = table_state.read_table_state(spark, path)
+    except Exception:  # the table cannot even be read: it holds what progress last said
+        logger.exception("%s: its state cannot be read; keeping the last committed one", table)
+        held = None
+    return held or committed.tables.get(table, TableState())
 
 
 def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:

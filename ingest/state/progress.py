@@ -54,6 +54,9 @@ class Progress:
     # Records (rows and DDLs) this run left in the buffer; None when unknown (progress written before
     # this was recorded), which makes the next run read and rewrite the buffer as if it held some.
     buffered: int | None = None
+    # Tables this run stopped on an error of their own (not a refused DDL: the DDL history lists those),
+    # with the error; each is tried again by the next run.
+    failed: dict[TableId, str] = field(default_factory=dict)
 
 
 def progress_path(state_path: str) -> str:
@@ -92,6 +95,7 @@ def parse_run(run_id: int, global_watermark: int, state_text: str) -> Progress:
         tables={_tid(k): _table_state(v) for k, v in state["tables"].items()},
         pending_rows={_tid(k): int(v) for k, v in state.get("pending_rows", {}).items()},
         buffered=None if state.get("buffered") is None else int(state["buffered"]),
+        failed={_tid(k): str(v) for k, v in state.get("failed", {}).items()},
     )
 
 
@@ -106,6 +110,7 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
         },
         "pending_rows": {str(k): v for k, v in sorted(progress.pending_rows.items())},
         "buffered": progress.buffered,
+        "failed": {str(k): v for k, v in sorted(progress.failed.items())},
     }
     row = (
         progress.run_id,
