@@ -40,7 +40,7 @@ import ingest.pipeline.segments
 from ingest import delta_io
 from ingest.apply import convert
 from ingest.apply import schema as apply_schema
-from ingest.apply.merge import RANK_COLUMN, apply_merge
+from ingest.apply.merge import RANK_COLUMN, apply_merge, slot
 from ingest.config import IngestConfig
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
@@ -1257,10 +1257,10 @@ class Bench:
             )
             source = keys.dropDuplicates(["id"]).select(
                 *[
-                    _sql_value(kind, index + batch, key).alias(name) if index else key
-                    for index, (name, kind) in enumerate(zip(definition.names, definition.kinds, strict=True))
+                    (_sql_value(kind, index + batch, key) if index else key).alias(slot(index))
+                    for index, kind in enumerate(definition.kinds)
                 ],
-                F.lit(batch + 1).cast("long").alias(COMMIT_TS_COLUMN),
+                F.lit(batch + 1).cast("long").alias("commit_ts"),
                 F.lit(RANK_UPSERT).alias(RANK_COLUMN),
             )
             metadata = state_to_metadata(TableState(applied_ts=batch + 1), run_id=batch, step="bench")

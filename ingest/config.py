@@ -254,7 +254,7 @@ class IngestConfig:
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     compaction: Compaction = Compaction.AUTO
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
-    type_change: TypeChangePolicy = TypeChangePolicy.FAIL
+    type_change: TypeChangePolicy = TypeChangePolicy.REWRITE
     input_format: InputFormat = InputFormat.AUTO
     schema_registry: str | None = None
     schema_registry_timeout: float = 60.0

@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from ingest import delta_io
 from ingest.apply import schema as apply_schema
-from ingest.apply.merge import normalize
+from ingest.apply.merge import normalize, slot
 from ingest.config import LoadConfig
 from ingest.decode import dumpling as dd
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
@@ -31,7 +31,7 @@ from ingest.plan import partitions
 from ingest.source import dumpling as source
 from ingest.spark import cached
 from ingest.state import progress, quarantine, table_state
-from ingest.state.table_state import COMMIT_TS_COLUMN, committing, state_to_metadata
+from ingest.state.table_state import committing, state_to_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -291,8 +291,8 @@ def _load_rows(
                 f"{quarantine.quarantine_path(config.state_path)}, fix the export and load again with --force"
             )
         rows = changes.where(F.col(BAD_COLUMN) == "").select(
-            *[F.col(delta_io.quote(c)) for c in columns],
-            F.lit(snapshot_ts).cast(T.LongType()).alias(COMMIT_TS_COLUMN),
+            *[F.col(slot(i)).alias(c) for i, c in enumerate(columns)],
+            F.lit(snapshot_ts).cast(T.LongType()).alias(info.commit_ts_column),
         )
         metadata = state_to_metadata(
             state, run_id=run_id, step=f"initial load rows at snapshot {snapshot_ts}"

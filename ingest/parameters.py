@@ -112,8 +112,9 @@ RUN: tuple[Parameter, ...] = (
               "path"),
     Parameter("unknown-ddl", "fail", "a DDL the mirror does not know or cannot parse: stop before it (fail), "
               "or record it in the DDL history and go on (skip)", ("fail", "skip")),
-    Parameter("type-change", "fail", "a column type change Delta cannot widen: stop before it (fail), or "
-              "rewrite the table with a cast (rewrite)", ("fail", "rewrite")),
+    Parameter("type-change", "rewrite", "a column type change that changes the values TiDB holds: rewrite "
+              "the table with them, as TiDB did (rewrite), or stop before it to approve it first (fail)",
+              ("rewrite", "fail")),
     Parameter("drop-table", "archive", "DROP TABLE / DROP DATABASE: keep the table's last rows (archive) or "
               "delete them; either way the table is marked retired", ("archive", "delete")),
     Parameter("compaction", "auto", "tables the mirror creates compact their small files after writes "

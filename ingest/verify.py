@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from ingest import asof, delta_io
 from ingest.apply import convert
-from ingest.apply.merge import normalize
+from ingest.apply.merge import normalize, slot
 from ingest.config import IngestConfig, LoadConfig
 from ingest.decode import dumpling as dd
 from ingest.delta_io import quote
@@ -26,7 +26,7 @@ from ingest.errors import AsOfRefused
 from ingest.initial_load import as_changes
 from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
 from ingest.source import dumpling as source
-from ingest.state.table_state import PROPERTY_KEY_COLUMNS
+from ingest.state.table_state import PROPERTY_KEY_COLUMNS, commit_ts_column
 from ingest.verify_rules import (
     CHUNK_ROWS,
     MAX_KEYS,
@@ -151,8 +151,10 @@ def compare(
     return TableVerdict(name, total(lsums), total(rsums), chunks, len(differ), count, diffs, notes)
 
 
-def _upstream_columns(df: DataFrame) -> T.StructType:
-    return T.StructType([f for f in df.schema.fields if not f.name.startswith("_tidb_")])
+def _upstream_columns(spark: SparkSession, table: asof.TableAsOf, df: DataFrame) -> T.StructType:
+    """Upstream's columns of a mirrored table: all but our commit-TSO column, whatever they are named."""
+    ours = commit_ts_column(delta_io.properties(spark, table.path, table.version))
+    return T.StructType([f for f in df.schema.fields if f.name != ours])
 
 
 def _mirror_key(spark: SparkSession, path: str) -> list[str]:
@@ -225,7 +227,7 @@ def _verify_export_table(
     limits: Limits,
 ) -> TableVerdict:
     mirror = asof.read(spark, mirrored)
-    schema = _upstream_columns(mirror)
+    schema = _upstream_columns(spark, mirrored, mirror)
     exported = [c.name for c in table.create.schema.columns]
     common = [f for f in schema.fields if f.name in exported]
     names = [f.name for f in common]
@@ -256,7 +258,9 @@ def _verify_export_table(
             notes.append(f"{unreadable} lines of the export could not be read")
         if problems is not None and problems["bad"]:
             notes.append(f"{problems['bad']} rows of the export do not convert (first: {problems['why']})")
-        snapshot = typed.where(F.col(BAD_COLUMN) == "").select(*[F.col(quote(n)) for n in names])
+        snapshot = typed.where(F.col(BAD_COLUMN) == "").select(
+            *[F.col(slot(i)).alias(n) for i, n in enumerate(names)]
+        )
     return compare(
         str(table.table),
         mirror.select(*[F.col(quote(n)) for n in names]),
@@ -316,7 +320,7 @@ def verify_mirrors(
             verdicts.append(_missing(str(mine.table), f"not in {OTHER} ({other.target})"))
             continue
         a, b = asof.read(spark, mine), asof.read(spark, theirs)
-        sa, sb = _upstream_columns(a), _upstream_columns(b)
+        sa, sb = _upstream_columns(spark, mine, a), _upstream_columns(spark, theirs, b)
         names = [n for n in sa.fieldNames() if n in sb.fieldNames()]
         notes_t = []
         if set(sa.fieldNames()) != set(sb.fieldNames()):

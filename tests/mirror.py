@@ -16,6 +16,7 @@ from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
 from ingest.model import ColumnKind, TableId
+from ingest.state.table_state import commit_ts_column
 from testkit.sample import Stream
 
 
@@ -45,10 +46,12 @@ def location_rows(
     spark: SparkSession, location: str, version: int | None = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """A mirrored table's upstream columns by key, at a path or a catalog name (a ``TableName``)."""
-    key = list(orjson.loads(delta_io.properties(spark, location)["ticdc.keyColumns"]))
+    properties = delta_io.properties(spark, location)
+    key = list(orjson.loads(properties["ticdc.keyColumns"]))
+    ours = commit_ts_column(properties)
     rows = {}
     for row in delta_io.read(spark, location, version).collect():
-        values = {k: normalize(v) for k, v in row.asDict().items() if not k.startswith("_tidb_")}
+        values = {k: normalize(v) for k, v in row.asDict().items() if k != ours}
         rows[tuple(values[k] for k in key)] = values
     return rows
 
@@ -68,11 +71,19 @@ def expected_rows(stream: Stream, table: TableId, ts: int) -> dict[tuple[Any, ..
 
 
 def corpus_rows(spark: SparkSession, config: IngestConfig, name: str) -> list[dict] | None:
-    """The rows of the mirrored table ``database.table`` (None: no table there)."""
+    """The rows of the mirrored table ``database.table``, upstream's columns only (None: no table there)."""
     path = config.table_location(*name.split("."))
     if not apply_schema.table_exists(spark, path):
         return None
-    return [r.asDict() for r in delta_io.read(spark, path).collect()]
+    return upstream_rows(spark, path)
+
+
+def upstream_rows(spark: SparkSession, location: Any) -> list[dict]:
+    """A mirrored table's rows without the mirror's own column, whatever upstream's columns are named."""
+    ours = commit_ts_column(delta_io.properties(spark, location))
+    return [
+        {k: v for k, v in r.asDict().items() if k != ours} for r in delta_io.read(spark, location).collect()
+    ]
 
 
 def corpus_problems(
@@ -85,7 +96,7 @@ def corpus_problems(
     problems = {}
     for name in tables if names is None else names:
         rows = corpus_rows(spark, config, name)
-        found = ["missing table"] if rows is None else differences(tables[name], rows)
+        found = ["missing table"] if rows is None else differences(tables[name], rows, ours=None)
         if found:
             problems[name] = found
     if names is not None:

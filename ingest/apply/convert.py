@@ -76,6 +76,27 @@ def column_type_of(field: T.StructField) -> ColumnType | None:
         return None
 
 
+def column_type_for(data_type: T.DataType) -> ColumnType:
+    """A TiDB type whose values a Delta column of ``data_type`` holds, for a column whose comment does not
+    record one (a table created outside the mirror)."""
+    if isinstance(data_type, T.DecimalType):
+        return ColumnType(ColumnKind.DECIMAL, precision=data_type.precision, scale=data_type.scale)
+    kinds: dict[type, ColumnKind] = {
+        T.ByteType: ColumnKind.TINYINT,
+        T.ShortType: ColumnKind.SMALLINT,
+        T.IntegerType: ColumnKind.INT,
+        T.LongType: ColumnKind.BIGINT,
+        T.FloatType: ColumnKind.FLOAT,
+        T.DoubleType: ColumnKind.DOUBLE,
+        T.BinaryType: ColumnKind.VARBINARY,
+        T.DateType: ColumnKind.DATE,
+        T.TimestampNTZType: ColumnKind.DATETIME,
+        T.TimestampType: ColumnKind.TIMESTAMP,
+    }
+    kind = kinds.get(type(data_type), ColumnKind.TEXT)
+    return ColumnType(kind, length=6 if kind in (ColumnKind.DATETIME, ColumnKind.TIMESTAMP) else None)
+
+
 def from_wire(
     raw: Column,
     data_type: T.DataType,

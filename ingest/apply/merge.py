@@ -18,6 +18,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import WindowSpec
 from tenacity import (
     before_sleep_log,
     retry,
@@ -58,6 +59,21 @@ def _image(name: str, image: Column) -> Column:
     return image[F.lit(name)]
 
 
+def slot(index: int) -> str:
+    """The frame column that holds the value of the table's ``index``-th upstream column.
+
+    Frames name upstream values by position, never by upstream's own names: those can be anything MySQL
+    allows, the names of the engine's own columns (``commit_ts``, ``offset``, ...) included, and then
+    nothing could tell the two apart. Upstream names appear only where they address the Delta table.
+    """
+    return f"c{index}"
+
+
+def _slots(columns: list[str], names: tuple[str, ...]) -> list[str]:
+    """The frame columns of ``names`` among the table's ``columns`` (in the table's column order)."""
+    return [slot(columns.index(name)) for name in names]
+
+
 def segment_rows(dml: DataFrame, segment: Segment) -> DataFrame:
     """The decoded DML rows of one table that fall into a segment (``Segment.admits``, on executors)."""
     return dml.where(
@@ -74,7 +90,8 @@ def normalize(
     timezone: str,
     binary: convert.BinaryText = convert.BinaryText.LATIN1,
 ) -> DataFrame:
-    """One row per change with typed columns, a rank, and the names of columns that did not convert."""
+    """One row per change with typed columns (named by :func:`slot`), a rank, and the names of columns that
+    did not convert."""
     data, old = F.col("data"), F.col("old")
     before = F.when(old.isNull(), data).otherwise(
         F.map_zip_with(data, old, lambda _k, new, prev: F.coalesce(prev, new))
@@ -106,12 +123,12 @@ def normalize(
     is_upsert = F.col("change.rank") == RANK_UPSERT
     typed: list[Column] = []
     problems: list[Column] = []
-    for field in schema.fields:
+    for index, field in enumerate(schema.fields):
         raw = _image(field.name, image)
         value = convert.from_wire(
             raw, field.dataType, timezone, column_type=convert.column_type_of(field), binary=binary
         )
-        typed.append(value.alias(field.name))
+        typed.append(value.alias(slot(index)))
         failed = convert.conversion_failed(raw, value, field.dataType)
         if field.name in key:
             problem = F.when(raw.isNull(), F.lit(f"missing key column {field.name}")).when(
@@ -150,18 +167,13 @@ def with_defaults(rows: DataFrame, defaults: dict[str, str]) -> DataFrame:
 
 def net_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
     """Exactly one change per key, the greatest by (commit_ts, rank, offset)."""
-    order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
+    order = Window.partitionBy(*_slots(columns, key)).orderBy(
         F.col("commit_ts").desc(),
         F.col(RANK_COLUMN).desc(),
         F.col("partition").desc(),
         F.col("offset").desc(),
     )
-    latest = (
-        changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
-    )
-    return latest.select(
-        *[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS_COLUMN), RANK_COLUMN
-    )
+    return _latest(changes, order, columns)
 
 
 def converge_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]) -> DataFrame:
@@ -170,15 +182,16 @@ def converge_effect(changes: DataFrame, key: tuple[str, ...], columns: list[str]
     Key-affine dispatch puts every change of a key in one partition, where offsets follow commit order;
     DELETEs (tombstones) have no commitTs, so the offset is the only order that covers them.
     """
-    order = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
+    order = Window.partitionBy(*_slots(columns, key)).orderBy(
         F.col("partition").desc(), F.col("offset").desc(), F.col(RANK_COLUMN).desc()
     )
-    latest = (
-        changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order)).where("__n = 1")
-    )
-    return latest.select(
-        *[F.col(f"`{c}`") for c in columns], F.col("commit_ts").alias(COMMIT_TS_COLUMN), RANK_COLUMN
-    )
+    return _latest(changes, order, columns)
+
+
+def _latest(changes: DataFrame, order: WindowSpec, columns: list[str]) -> DataFrame:
+    """The first change per window partition, as a MERGE source: the slots, ``commit_ts`` and the rank."""
+    latest = changes.where(F.col(BAD_COLUMN) == "").withColumn("__n", F.row_number().over(order))
+    return latest.where("__n = 1").select(*[slot(i) for i in range(len(columns))], "commit_ts", RANK_COLUMN)
 
 
 # Python types of key values that F.lit turns back into exactly the value Spark compared. Timestamps are
@@ -196,7 +209,9 @@ class ChangeSummary:
     only_inserts: bool  # every good change is an INSERT upstream
 
 
-def summarize(spark: SparkSession, changes: DataFrame, key: tuple[str, ...]) -> ChangeSummary:
+def summarize(
+    spark: SparkSession, changes: DataFrame, key: tuple[str, ...], columns: list[str]
+) -> ChangeSummary:
     """One pass over the normalized changes: how many are bad, the key bounds of the rest, and whether the
     rest are all INSERTs.
 
@@ -204,7 +219,7 @@ def summarize(spark: SparkSession, changes: DataFrame, key: tuple[str, ...]) -> 
     min/max statistics only for predicates on the target alone; ``t.k = s.k`` gives none).
     """
     good = F.col(BAD_COLUMN) == ""
-    first = F.col(f"`{key[0]}`")
+    first = F.col(_slots(columns, key[:1])[0])
     with planned_whole(spark):
         row = changes.agg(
             F.count(F.when(~good, 1)).alias("bad"),
@@ -254,6 +269,7 @@ def apply_merge(
     metadata: str,
     bounds: tuple[Any, Any] | None = None,
     *,
+    commit_ts_column: str = COMMIT_TS_COLUMN,
     by_offset: bool = False,
     insert_only: bool = False,
 ) -> MergeResult:
@@ -271,11 +287,15 @@ def apply_merge(
 
     A table of at most ``SMALL_TABLE_BYTES`` is written copy-on-write (``COPY_ON_WRITE_CONFS``).
     """
-    condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key)
+    condition = " AND ".join(
+        f"t.{quote(k)} = s.{s_k}" for k, s_k in zip(key, _slots(columns, key), strict=True)
+    )
     if bounds is not None:
         condition += f" AND t.{quote(key[0])} BETWEEN {sql_literal(bounds[0])} AND {sql_literal(bounds[1])}"
-    names = [quote(c) for c in [*columns, COMMIT_TS_COLUMN]]
-    s_ts, t_ts = f"s.{quote(COMMIT_TS_COLUMN)}", f"t.{quote(COMMIT_TS_COLUMN)}"
+    # Target columns by upstream's names, source columns by slot: pairs of (target, source).
+    pairs = [(quote(c), f"s.{slot(i)}") for i, c in enumerate(columns)]
+    pairs.append((quote(commit_ts_column), "s.commit_ts"))
+    s_ts, t_ts = "s.commit_ts", f"t.{quote(commit_ts_column)}"
     rank = f"s.{quote(RANK_COLUMN)}"
     if by_offset:
         newer_or_same, delete_guard = f"({s_ts} IS NULL OR {t_ts} IS NULL OR {t_ts} <= {s_ts})", "TRUE"
@@ -283,15 +303,15 @@ def apply_merge(
         newer_or_same, delete_guard = f"{t_ts} <= {s_ts}", f"{t_ts} < {s_ts}"
     upsert, delete = f"{rank} = {sql_literal(RANK_UPSERT)}", f"{rank} = {sql_literal(RANK_DELETE)}"
     insert = (
-        f"WHEN NOT MATCHED AND {upsert} THEN INSERT ({', '.join(names)}) "
-        f"VALUES ({', '.join(f's.{n}' for n in names)})"
+        f"WHEN NOT MATCHED AND {upsert} THEN INSERT ({', '.join(t for t, _ in pairs)}) "
+        f"VALUES ({', '.join(v for _, v in pairs)})"
     )
     clauses = (
         [insert]
         if insert_only
         else [
             f"WHEN MATCHED AND {upsert} AND {newer_or_same} THEN UPDATE SET "
-            + ", ".join(f"t.{n} = s.{n}" for n in names),
+            + ", ".join(f"t.{t} = {v}" for t, v in pairs),
             f"WHEN MATCHED AND {delete} AND {delete_guard} THEN DELETE",
             insert,
         ]

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import orjson
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import delta_io
-from ingest.apply import convert
+from ingest.apply import convert, retype
 from ingest.delta_io import prepare_to_create, quote, sql_literal, sql_string
 from ingest.model import ColumnType, TableId, TableSchema
 from ingest.plan import partitions
@@ -29,12 +29,16 @@ from ingest.state.table_state import (
     COMMIT_TS_COLUMN,
     NOT_RETIRED,
     PROPERTY_APPLIED_TS,
+    PROPERTY_COMMIT_TS_COLUMN,
     PROPERTY_KEY_COLUMNS,
     PROPERTY_PARTITIONING,
     PROPERTY_RETIRED,
     PROPERTY_SOURCE_TABLE,
     PROPERTY_UNIQUE_KEYS,
+    commit_ts_column,
     committing,
+    free_commit_ts_column,
+    session_confs,
 )
 
 logger = logging.getLogger(__name__)
@@ -80,6 +84,7 @@ class TableInfo:
     partitioning: Partitioning | None = None  # None: never recorded
     compacts: bool = False  # auto compaction on
     unique_keys: UniqueKeys | None = None  # None: never recorded
+    commit_ts_column: str = COMMIT_TS_COLUMN  # our column: the commit TSO of the change that wrote the row
 
     @property
     def columns(self) -> list[str]:
@@ -113,8 +118,9 @@ def create_table(
     delta_io.check_name(path)
     exists = prepare_to_create(spark, path)
     fields = [_field(c.name, convert.spark_type(c.type), f"tidb: {c.type}") for c in schema.columns]
-    fields.append(_field(COMMIT_TS_COLUMN, T.LongType(), "TiDB commitTs of the change that wrote the row"))
-    properties = _mirror_properties(schema.key, table, compaction)
+    commit_ts = free_commit_ts_column(c.name for c in schema.columns)
+    fields.append(_commit_ts_field(commit_ts))
+    properties = _mirror_properties(schema.key, table, compaction, commit_ts)
     if needs_column_mapping(c.name for c in schema.columns):
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if partitioning is not None:
@@ -132,15 +138,35 @@ def _field(name: str, data_type: T.DataType, comment: str) -> T.StructField:
     return T.StructField(name, data_type, nullable=True, metadata={"comment": comment})
 
 
-def _mirror_properties(key: tuple[str, ...], table: TableId, compaction: bool) -> dict[str, str]:
-    """The table properties every mirrored table carries: Delta features, merge key, source, retired mark."""
+def _commit_ts_field(name: str) -> T.StructField:
+    return _field(name, T.LongType(), "TiDB commitTs of the change that wrote the row")
+
+
+def _mirror_properties(
+    key: tuple[str, ...], table: TableId, compaction: bool, commit_ts: str
+) -> dict[str, str]:
+    """The table properties every mirrored table carries: Delta features, merge key, source, retired mark,
+    and the name of our commit-TSO column."""
     return {
         **TABLE_PROPERTIES,
         AUTO_COMPACT: str(compaction).lower(),
         PROPERTY_KEY_COLUMNS: orjson.dumps(list(key)).decode(),
         PROPERTY_SOURCE_TABLE: str(table),
         PROPERTY_RETIRED: NOT_RETIRED,
+        PROPERTY_COMMIT_TS_COLUMN: commit_ts,
     }
+
+
+def _make_way(spark: SparkSession, path: str, info: TableInfo, name: str) -> None:
+    """Before upstream takes ``name`` for a column: if it is our commit-TSO column's name, ours moves to a
+    free one of our own (a metadata rename under column mapping). Within the caller's commit context."""
+    if name.casefold() != info.commit_ts_column.casefold():
+        return
+    moved = free_commit_ts_column([*info.columns, name])
+    enable_features(spark, path, COLUMN_MAPPING)
+    delta_io.rename_column(spark, path, info.commit_ts_column, moved)
+    delta_io.set_properties(spark, path, {PROPERTY_COMMIT_TS_COLUMN: moved})
+    logger.info("%s: our commit-TSO column is now %s, as upstream names a column %s", path, moved, name)
 
 
 def needs_column_mapping(names: Iterable[str]) -> bool:
@@ -201,9 +227,11 @@ def add_column(
     order, see :func:`column_defaults`)."""
     data_type = convert.spark_type(change.column.type)
     position = "FIRST" if change.first else (delta_io.after(change.after) if change.after else "")
-    exists = change.column.name in table_info(spark, path).columns
+    info = table_info(spark, path)
+    exists = change.column.name in info.columns
     with committing(spark, metadata):
         if not exists:
+            _make_way(spark, path, info, change.column.name)
             mapping = (COLUMN_MAPPING,) if needs_column_mapping([change.column.name]) else ()
             enable_features(spark, path, *mapping, *_features_for_type(data_type))
             field = _field(change.column.name, data_type, f"tidb: {change.column.type}")
@@ -277,9 +305,15 @@ def exchange_rows(
         incoming = delta_io.read(spark, partner_path, partner_version)
         if not change.partitioned:
             incoming = incoming.where(predicate)
-        # Same upstream structure on both sides (TiDB requires it); typed as this table's columns.
+        # Same upstream structure on both sides (TiDB requires it); typed as this table's columns. Each
+        # side may name its commit-TSO column its own way.
+        ours = table_info(spark, path).commit_ts_column
+        theirs = table_info(spark, partner_path, partner_version).commit_ts_column
         incoming = incoming.select(
-            [F.col(quote(f.name)).cast(f.dataType).alias(f.name) for f in target.fields]
+            [
+                F.col(quote(theirs if f.name == ours else f.name)).cast(f.dataType).alias(f.name)
+                for f in target.fields
+            ]
         )
     with committing(spark, metadata):
         if change.partitioned:
@@ -344,14 +378,15 @@ def table_info(spark: SparkSession, path: str, version: int | None = None) -> Ta
     if given."""
     properties = delta_io.properties(spark, path, version)
     key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
-    fields = [f for f in delta_io.read(spark, path, version).schema.fields if not f.name.startswith("_tidb_")]
+    commit_ts = commit_ts_column(properties)
+    fields = [f for f in delta_io.read(spark, path, version).schema.fields if f.name != commit_ts]
     retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
     recorded = properties.get(PROPERTY_PARTITIONING)
     partitioning = partitions.from_json(recorded) if recorded else None
     compacts = properties.get(AUTO_COMPACT, "false") == "true"
     keys = properties.get(PROPERTY_UNIQUE_KEYS)
     unique_keys = UniqueKeys.from_json(keys) if keys else None
-    return TableInfo(T.StructType(fields), key, retired, partitioning, compacts, unique_keys)
+    return TableInfo(T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts)
 
 
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
@@ -373,7 +408,9 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
     defaults = column_defaults(spark, path)
     with committing(spark, metadata):
         enable_features(spark, path, COLUMN_MAPPING)
-        delta_io.rename_column(spark, path, old, new)
+        if new.casefold() != old.casefold():
+            _make_way(spark, path, info, new)
+        _rename(spark, path, old, new)
         if old in defaults:
             _set_column_defaults(spark, path, {(new if k == old else k): v for k, v in defaults.items()})
         if old in info.key:
@@ -383,18 +420,41 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
             _set_partitioning(spark, path, dataclasses.replace(info.partitioning, column=new))
 
 
-def change_type(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:
-    """Widen a column to the Delta type of its new TiDB type; returns why not when Delta cannot."""
+def _rename(spark: SparkSession, path: str, old: str, new: str) -> None:
+    """RENAME COLUMN; one that changes only case too (Spark matches names without case, so it would take the
+    new name for the old column and refuse it as already there)."""
+    if old != new and old.casefold() == new.casefold():
+        with session_confs(spark, {"spark.sql.caseSensitive": "true"}):
+            delta_io.rename_column(spark, path, old, new)
+        return
+    delta_io.rename_column(spark, path, old, new)
+
+
+def change_type(
+    spark: SparkSession, path: str, change: plan.ChangeType, metadata: str, *, timezone: str, rewrite: bool
+) -> str | None:
+    """Give a column its new TiDB type, with the values TiDB gives it; returns why not, or None when done.
+
+    Only the column's comment changes where the values and the Delta type stay; Delta widens the type where
+    only that changes; otherwise the values change and, with ``rewrite``, the table is rewritten with them
+    (:func:`rewrite_column`).
+    """
     info = table_info(spark, path)
-    current = next((f.dataType for f in info.schema.fields if f.name == change.name), None)
-    target = convert.spark_type(change.type)
-    if current is None:
+    field = next((f for f in info.schema.fields if f.name == change.name), None)
+    if field is None:
         return f"column {change.name} does not exist"
-    if not convert.is_widening(current, target):
-        widened = f"{current.simpleString()} -> {target.simpleString()} ({change.type})"
-        return f"{widened} is not a widening Delta can apply"
+    old = convert.column_type_of(field) or convert.column_type_for(field.dataType)
+    target = convert.spark_type(change.type)
+    plan_ = retype.plan_retype(old, change.type, convert.is_widening(field.dataType, target))
+    described = f"{old} -> {change.type}"
+    if plan_.how is retype.Retype.REFUSE:
+        return f"{described}: {plan_.reason}"
+    if plan_.how is retype.Retype.REWRITE and not rewrite:
+        return f"{described} changes the values TiDB holds, which needs a rewrite of the table"
+    if plan_.how is retype.Retype.REWRITE:
+        return rewrite_column(spark, path, change, old, timezone, metadata)
     with committing(spark, metadata):
-        if current != target:
+        if plan_.how is retype.Retype.WIDEN:
             enable_features(spark, path, TYPE_WIDENING, *_features_for_type(target))
             delta_io.change_column_type(spark, path, change.name, target)
         delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
@@ -408,26 +468,56 @@ def change_key(spark: SparkSession, path: str, key: tuple[str, ...], metadata: s
     logger.info("%s: merge key is now %s", path, ", ".join(key))
 
 
-def rewrite_column(spark: SparkSession, path: str, change: plan.ChangeType, metadata: str) -> str | None:
-    """Type-change policy "rewrite": rewrite every row with the column cast to its new Delta type.
-
-    TiDB converts the stored values itself and sends no row events, so the mirror must do the same
-    conversion; a value the cast cannot carry (text that is no number, say) refuses the rewrite instead of
-    turning into NULL. Returns why not, or None when done.
-    """
-    target = convert.spark_type(change.type)
-    table = delta_io.read(spark, path)
+def rewrite_column(
+    spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str, metadata: str
+) -> str | None:
+    """Rewrite every row with the column's values converted as TiDB converts them (:mod:`retype`), in one
+    commit, so readers see the table before or after it. TiDB converts its stored values itself and sends
+    no row events; a value that would not convert (which TiDB would have refused) refuses the rewrite
+    instead of becoming NULL. Returns why not, or None when done. TIMESTAMPs are read and written in the
+    changefeed's ``timezone``."""
+    rows = delta_io.read(spark, path)
     column = F.col(quote(change.name))
-    cast = column.cast(target) if isinstance(target, T.StringType) else column.try_cast(target)
-    lost = table.where(column.isNotNull() & cast.isNull()).count()
-    if lost:
-        return f"{lost} row(s) hold values that do not convert to {target.simpleString()} ({change.type})"
-    with committing(spark, metadata):
-        enable_features(spark, path, *_features_for_type(target))
-        delta_io.write(table.withColumn(change.name, cast), path, "overwrite", overwriteSchema="true")
-        delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
-    logger.info("rewrote %s with column %s as %s", path, change.name, target.simpleString())
+    with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
+        value = retype.converted(column, old, change.type)
+        count, size = rows.count(), delta_io.detail(spark, path)["sizeInBytes"]
+        logger.warning(
+            "%s: rewriting all %d rows (%s bytes) for column %s: %s -> %s, as TiDB converted them",
+            path, count, size, change.name, old, change.type,
+        )  # fmt: skip
+        lost = rows.where(column.isNotNull() & value.isNull()).count()
+        if lost:
+            return f"{lost} row(s) hold values that do not convert to {change.type}"
+        comment = {"comment": f"tidb: {change.type}"}
+        replace_table(
+            spark, path, rows.withColumn(change.name, value.alias(change.name, metadata=comment)), metadata
+        )
+    logger.info("rewrote %s with column %s as %s", path, change.name, change.type)
     return None
+
+
+def replace_table(spark: SparkSession, path: str, rows: DataFrame, metadata: str) -> None:
+    """Replace the table's schema and rows with ``rows`` in one commit (REPLACE TABLE AS SELECT), keeping its
+    properties; column metadata (comments) comes with ``rows``."""
+    properties = {
+        k: v for k, v in delta_io.properties(spark, path).items() if not k.startswith(_DELTA_MANAGED)
+    }
+    if any(isinstance(f.dataType, T.TimestampNTZType) for f in rows.schema.fields):
+        properties[TIMESTAMP_NTZ[0]] = TIMESTAMP_NTZ[1]  # Delta turns it on by itself only at creation
+    writer = rows.writeTo(delta_io.table_ref(path)).using("delta")
+    for name, value in properties.items():
+        writer = writer.tableProperty(name, value)
+    with committing(spark, metadata), delta_io.catalog_naming(path):
+        writer.createOrReplace()
+
+
+# Properties Delta keeps itself; a REPLACE TABLE that names them again is refused or confuses the protocol.
+_DELTA_MANAGED = (
+    "delta.feature.",
+    "delta.minReaderVersion",
+    "delta.minWriterVersion",
+    "delta.columnMapping.maxColumnId",
+)
 
 
 def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadata: str) -> None:
@@ -463,7 +553,7 @@ def copy_table(
     rows = delta_io.read(spark, source_path, version)
     exists = prepare_to_create(spark, path)
     # The copy compacts as its source did: the setting it was created with, or one the user set since.
-    properties = _mirror_properties(source.key, table, source.compacts)
+    properties = _mirror_properties(source.key, table, source.compacts, source.commit_ts_column)
     if needs_column_mapping(rows.schema.fieldNames()):
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if source.partitioning is not None:  # RENAME keeps the partitions, as does CREATE TABLE … LIKE

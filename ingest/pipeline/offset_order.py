@@ -261,7 +261,8 @@ def _apply_table(
     rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
     changes = cached(normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text))
     try:
-        summary = summarize(spark, changes, info.key)
+        columns = [f.name for f in info.schema.fields]
+        summary = summarize(spark, changes, info.key, columns)
         bad_count = summary.bad
         if bad_count and not second_pass:
             quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
@@ -269,7 +270,6 @@ def _apply_table(
             report.quarantined += bad_count
             report.held_through = read.max_commit_ts
             return report, state
-        columns = [f.name for f in info.schema.fields]
         applied = TableState(max(state.applied_ts, read.max_commit_ts), state.ddl_ts, state.ddl_ids)
         result = apply_merge(
             spark,
@@ -279,6 +279,7 @@ def _apply_table(
             columns,
             state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),
             summary.bounds,
+            commit_ts_column=info.commit_ts_column,
             by_offset=True,
         )
     finally:

@@ -44,10 +44,10 @@ def _create(spark: SparkSession, config: IngestConfig, path: str, change: Any, m
 def _change_type(
     spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str
 ) -> str | None:
-    refused = apply_schema.change_type(spark, path, change, metadata)
-    if refused is not None and config.type_change is TypeChangePolicy.REWRITE:
-        logger.warning("%s: column %s: %s; rewriting the table with a cast", path, change.name, refused)
-        refused = apply_schema.rewrite_column(spark, path, change, metadata)
+    rewrite = config.type_change is TypeChangePolicy.REWRITE
+    refused = apply_schema.change_type(
+        spark, path, change, metadata, timezone=config.timezone, rewrite=rewrite
+    )
     if refused is None:
         return None
     return f'column {change.name}: {refused} under type-change policy "{config.type_change.value}"'

@@ -78,12 +78,13 @@ def apply_segment(
     ):
         info = apply_schema.table_info(spark, path)
     schema, key = info.schema, info.key
+    columns = [f.name for f in schema.fields]
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
     cached = spark_cached(normalize(rows, schema, key, config.timezone, codec.binary_text))
     try:
         changes = cached
-        summary = summarize(spark, changes, key)
+        summary = summarize(spark, changes, key, columns)
         bad_count = summary.bad
         if bad_count and held_through is not None:
             # The first pass quarantined this table's bad rows up to ``held_through``; only later ones count.
@@ -107,7 +108,6 @@ def apply_segment(
             if codec.offset_order or below.high < below.first_ts or below.high <= state.applied_ts:
                 return state
             segment, changes = below, changes.where(F.col("commit_ts") <= below.high)
-        columns = [f.name for f in schema.fields]
         # Offset order: commit times are milliseconds, not TSOs, so a key's last change by offset wins.
         source = (
             converge_effect(changes, key, columns)
@@ -124,6 +124,7 @@ def apply_segment(
             columns,
             metadata,
             summary.bounds,
+            commit_ts_column=info.commit_ts_column,
             by_offset=codec.offset_order,
             insert_only=summary.only_inserts and not codec.offset_order,
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 METADATA_KEY = "ticdc-ingest"
 CONF_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 COMMIT_TS_COLUMN = "_tidb_commit_ts"
+# The name of a table's commit-TSO column when it is not COMMIT_TS_COLUMN: upstream may have a column of that
+# name (any name MySQL allows is upstream's to use), and then ours gives way to another of our own names.
+PROPERTY_COMMIT_TS_COLUMN = "ticdc.commitTsColumn"
 # How many of a table's newest commits are searched for the newest of ours.
 HISTORY_DEPTH = 100
 PROPERTY_KEY_COLUMNS = "ticdc.keyColumns"
@@ -42,6 +45,22 @@ PROPERTY_UNIQUE_KEYS = "ticdc.uniqueKeys"
 # Why the upstream table is gone (dropped, renamed away); NOT_RETIRED while it exists.
 PROPERTY_RETIRED = "ticdc.retired"
 NOT_RETIRED = "no"
+
+
+def commit_ts_column(properties: Mapping[str, str]) -> str:
+    """The name of a mirrored table's commit-TSO column, from its properties."""
+    return properties.get(PROPERTY_COMMIT_TS_COLUMN, COMMIT_TS_COLUMN)
+
+
+def free_commit_ts_column(upstream: Iterable[str]) -> str:
+    """A commit-TSO column name none of ``upstream``'s columns has: COMMIT_TS_COLUMN, else the first free of
+    ``_tidb_commit_ts_1``, ``_tidb_commit_ts_2``, ... (Spark matches column names without case)."""
+    taken = {name.casefold() for name in upstream}
+    name, n = COMMIT_TS_COLUMN, 0
+    while name.casefold() in taken:
+        n += 1
+        name = f"{COMMIT_TS_COLUMN}_{n}"
+    return name
 
 
 def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: bool = True) -> str:

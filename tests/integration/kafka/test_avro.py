@@ -227,7 +227,9 @@ def test_a_registry_that_stays_down_stops_the_run_before_progress_moves(spark, t
     assert not load_progress(spark, f"{lake}/_ingest", "default").resume
 
 
-def test_a_type_change_delta_cannot_widen_stops_under_fail(spark, schema_registry, tmp_path, lake):
+def test_a_type_change_that_rewrites_values_stops_under_fail_and_lands_by_default(
+    spark, schema_registry, tmp_path, lake
+):
     s = avro_stream(schema_registry, "retype", partitions=1)
     s.create_table(CREATE_U, s.tso(1))
     s.insert(U, {"uid": 1, "name": "17"}, s.tso(2))
@@ -237,10 +239,10 @@ def test_a_type_change_delta_cannot_widen_stops_under_fail(spark, schema_registr
     s.insert(U, {"uid": 2, "name": 5}, s.tso(4))
     before = load_progress(spark, f"{lake}/_ingest", "default").resume
     with pytest.raises(SchemaChangeRejected, match=r"shop.users: writer schema \d+ .*column name"):
-        mirror(spark, s, tmp_path / "in", lake, **params)
+        mirror(spark, s, tmp_path / "in", lake, **params, **{"type-change": "fail"})
     assert load_progress(spark, f"{lake}/_ingest", "default").resume == before
 
-    result = mirror(spark, s, tmp_path / "in", lake, **params, **{"type-change": "rewrite"})
+    result = mirror(spark, s, tmp_path / "in", lake, **params)  # the default follows upstream
     assert result.quarantined == 0
     assert fields(spark, lake, U) == [("uid", "int"), ("name", "int"), ("_tidb_commit_ts", "bigint")]
     assert delta_rows(spark, str(lake), U) == {(1,): {"uid": 1, "name": 17}, (2,): {"uid": 2, "name": 5}}

@@ -20,7 +20,7 @@ from kill import (
     progress_of,
     run_killed,
 )
-from mirror import expected_rows, location_rows
+from mirror import expected_rows, location_rows, upstream_rows
 from test_initial_load import _history
 from test_ticdc_ddl_corpora import BY_NAME as BY_NAME_CORPORA
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
@@ -73,8 +73,7 @@ def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, var
     problems = {}
     for name, expected in expected_tables(CORPORA[corpus]).items():
         database, table = name.split(".")
-        rows = [r.asDict() for r in spark.table(f"spark_catalog.{prefix}_{database}.{table}").collect()]
-        found = differences(expected, rows)
+        found = differences(expected, upstream_rows(spark, config.table_location(database, table)), ours=None)
         if found:
             problems[name] = found
     assert problems == {}

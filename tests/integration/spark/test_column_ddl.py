@@ -92,17 +92,19 @@ def test_rename_change_modify_and_default_ddls(spark, run, lake):
     assert history[CREATE]["schema_before"] is None
 
 
-def test_a_type_change_delta_cannot_widen_stops_with_table_column_types_and_position(spark, run, lake):
+def test_a_type_change_that_rewrites_values_stops_under_fail_with_table_column_types_and_position(
+    spark, run, lake
+):
     s = Stream(topic="cdc", partitions=1)
     s.create_table(CREATE, s.tso(1))
     s.ddl("app", "m", "ALTER TABLE `m` MODIFY COLUMN `note` int(11) DEFAULT NULL", s.tso(3), "ALTER")
     s.watermark(s.tso(4))
     with pytest.raises(
         TablesStopped,
-        match=r"app\.m: column note: string -> int \(int\(11\)\) is not a widening.*"
-        r"policy \"fail\"; the table stopped before cdc/0@1",
+        match=r"app\.m: column note: varchar\(20\) -> int\(11\) changes the values TiDB holds, which "
+        r"needs a rewrite of the table under type-change policy \"fail\"; the table stopped before cdc/0@1",
     ):
-        run(s)
+        run(s, **{"type-change": "fail"})
     entries = (
         spark.read.format("delta").load(f"{lake}/_ingest/ddl_history").where("action = 'rejected'").collect()
     )
@@ -135,7 +137,7 @@ def test_create_table_like_and_an_unknown_ddl_skipped_by_policy(spark, run, lake
     assert [r["sql"] for r in skipped] == ["ALTER TABLE `m` ALTER CHECK `chk` NOT ENFORCED"]
 
 
-def test_type_change_policy_rewrite_casts_every_row_or_refuses(spark, run, lake):
+def test_a_type_change_rewrites_every_row_by_default_or_refuses(spark, run, lake):
     """MODIFY INT -> VARCHAR (no widening): TiDB rewrites the stored values and sends no rows; so do we."""
     m = TableId("app", "m")
     s = Stream(topic="cdc", partitions=1)
@@ -145,7 +147,7 @@ def test_type_change_policy_rewrite_casts_every_row_or_refuses(spark, run, lake)
     s.modify_column(m, "qty", "varchar(20)", s.tso(3))
     s.insert(m, {"id": 3, "qty": "seven", "price": Decimal("3.00"), "note": "c"}, s.tso(4))
     s.watermark(s.tso(5))
-    run(s, **{"type-change": "rewrite"})
+    run(s)
     rows = {r["id"]: r["qty"] for r in spark.read.format("delta").load(f"{lake}/app/m").collect()}
     assert rows == {1: "5", 2: None, 3: "seven"}  # MySQL renders INT 5 as '5'
     assert schema(spark, lake)["qty"] == "string"
@@ -155,7 +157,7 @@ def test_type_change_policy_rewrite_casts_every_row_or_refuses(spark, run, lake)
     with pytest.raises(
         TablesStopped, match=r"1 row\(s\) hold values that do not convert.*policy \"rewrite\""
     ):
-        run(s, **{"type-change": "rewrite"})
+        run(s)
 
 
 @pytest.mark.parametrize("protocol", ["canal-json", "simple"])

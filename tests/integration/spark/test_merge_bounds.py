@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from ingest.apply.merge import INSERT_COLUMN, ChangeSummary, summarize
+from ingest.apply.merge import INSERT_COLUMN, ChangeSummary, slot, summarize
 from ingest.config import IngestConfig
 from ingest.model import BAD_COLUMN
 from ingest.pipeline import run_files
@@ -54,22 +54,22 @@ def test_timestamp_keys_get_no_bounds(spark):
             (datetime(2026, 1, 2, 9), True, ""),
             (None, True, "missing key column k"),
         ],
-        f"k timestamp, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
+        f"{slot(0)} timestamp, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
     )
-    assert summarize(spark, changes, ("k",)) == ChangeSummary(1, None, True)
+    assert summarize(spark, changes, ("k",), ["k"]) == ChangeSummary(1, None, True)
 
 
 def test_integer_keys_are_bounded_by_the_good_changes_only(spark):
     changes = spark.createDataFrame(
         [(5, True, ""), (9, False, ""), (1, False, "c: value will not convert")],
-        f"k long, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
+        f"{slot(0)} long, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
     )
-    assert summarize(spark, changes, ("k",)) == ChangeSummary(1, (5, 9), False)
+    assert summarize(spark, changes, ("k",), ["k"]) == ChangeSummary(1, (5, 9), False)
 
 
 def test_only_inserts_looks_at_the_good_changes_only(spark):
     changes = spark.createDataFrame(
         [(5, True, ""), (1, False, "c: value will not convert")],
-        f"k long, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
+        f"{slot(0)} long, {INSERT_COLUMN} boolean, {BAD_COLUMN} string",
     )
-    assert summarize(spark, changes, ("k",)) == ChangeSummary(1, (5, 5), True)
+    assert summarize(spark, changes, ("k",), ["k"]) == ChangeSummary(1, (5, 5), True)

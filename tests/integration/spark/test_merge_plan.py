@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from ingest.apply import merge as apply_merge_module
-from ingest.apply.merge import RANK_COLUMN, apply_merge
+from ingest.apply.merge import RANK_COLUMN, apply_merge, slot
 from ingest.config import IngestConfig
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import run_files
@@ -71,7 +71,7 @@ def test_an_insert_only_merge_leaves_a_key_the_target_already_holds(spark, tmp_p
     ).write.format("delta").save(path)
     source = spark.createDataFrame(
         [(1, "first insert", 10, RANK_UPSERT), (2, "new", 15, RANK_UPSERT)],
-        f"id long, v string, {COMMIT_TS_COLUMN} long, {RANK_COLUMN} int",
+        f"{slot(0)} long, {slot(1)} string, commit_ts long, {RANK_COLUMN} int",
     )
     result = apply_merge(spark, path, source, ("id",), ["id", "v"], "{}", insert_only=True)
     rows = {r["id"]: (r["v"], r[COMMIT_TS_COLUMN]) for r in spark.read.format("delta").load(path).collect()}

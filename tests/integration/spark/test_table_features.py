@@ -141,6 +141,6 @@ def test_type_change_rewrite_to_datetime_turns_on_timestamp_ntz(spark, run, lake
     run(s)
     s.ddl("app", "f0", "ALTER TABLE `f0` MODIFY COLUMN `v` datetime DEFAULT NULL", s.tso(4), "ALTER")
     s.watermark(s.tso(4))
-    run(s, **{"type-change": "rewrite"})
+    run(s)
     assert delta_rows(spark, str(lake), table)[(1,)]["v"] == datetime(2020, 1, 2, 3, 4, 5)
     assert table_features(spark, lake, table) == {"timestampNtz"}
