@@ -252,12 +252,14 @@ def _load_rows(
         # The table's own schema, as the stream reads it: column comments carry the TiDB types (ENUM members).
         info = apply_schema.table_info(spark, path)
         columns = info.schema.fieldNames()
+        held = [c.name for c in source.data_columns(table)]  # the values the export's lines hold
         changes = cached(
             normalize(
-                as_changes(decoded.where(F.col("error").isNull()), columns, snapshot_ts),
+                as_changes(decoded.where(F.col("error").isNull()), held, snapshot_ts),
                 info.schema,
                 info.key,
                 config.timezone,
+                generated=info.generated,
             )
         )
         counts = {

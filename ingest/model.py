@@ -122,7 +122,8 @@ class ColumnType:
 class Column:
     """One upstream column: name, type, nullability and DEFAULT (as SQL literal text, if any).
 
-    ``virtual``: a VIRTUAL generated column, whose values no protocol carries (TiDB computes them on read).
+    ``virtual``: a VIRTUAL generated column, whose values no protocol carries (TiDB computes them on read);
+    ``expression`` is then its MySQL expression, as the DDL wrote it.
     """
 
     name: str
@@ -131,6 +132,7 @@ class Column:
     default: str | None = None
     has_default: bool = False
     virtual: bool = False
+    expression: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

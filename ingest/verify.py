@@ -26,7 +26,7 @@ from ingest.errors import AsOfRefused
 from ingest.initial_load import as_changes
 from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
 from ingest.source import dumpling as source
-from ingest.state.table_state import PROPERTY_KEY_COLUMNS, commit_ts_column
+from ingest.state.table_state import PROPERTY_GENERATED, PROPERTY_KEY_COLUMNS, commit_ts_column
 from ingest.verify_rules import (
     CHUNK_ROWS,
     MAX_KEYS,
@@ -157,6 +157,13 @@ def _upstream_columns(spark: SparkSession, table: asof.TableAsOf, df: DataFrame)
     return T.StructType([f for f in df.schema.fields if f.name != ours])
 
 
+def _generated(spark: SparkSession, table: asof.TableAsOf, names: list[str]) -> dict[str, str]:
+    """The VIRTUAL columns the mirror computes among ``names``: an export holds no values of them, so the
+    export's side computes them from its rows, as the mirror does."""
+    text = delta_io.properties(spark, table.path, table.version).get(PROPERTY_GENERATED, "{}")
+    return {k: v for k, v in orjson.loads(text).items() if k in names}
+
+
 def _mirror_key(spark: SparkSession, path: str) -> list[str]:
     value = orjson.loads(delta_io.properties(spark, path).get(PROPERTY_KEY_COLUMNS, "[]"))
     return [str(v) for v in value] if isinstance(value, list) else []
@@ -229,6 +236,7 @@ def _verify_export_table(
     mirror = asof.read(spark, mirrored)
     schema = _upstream_columns(spark, mirrored, mirror)
     exported = [c.name for c in table.create.schema.columns]
+    data_names = [c.name for c in source.data_columns(table)]
     common = [f for f in schema.fields if f.name in exported]
     names = [f.name for f in common]
     notes: list[str] = []
@@ -244,10 +252,11 @@ def _verify_export_table(
     else:
         decoded = source.read_rows(spark, table, dialect, config.csv_line_terminator)
         typed = normalize(
-            as_changes(decoded.where(F.col("error").isNull()), exported, snapshot_ts),
+            as_changes(decoded.where(F.col("error").isNull()), data_names, snapshot_ts),
             T.StructType(common),
             tuple(key),
             config.timezone,
+            generated=_generated(spark, mirrored, names),
         )
         problems = typed.agg(
             F.count_if(F.col(BAD_COLUMN) != "").alias("bad"),

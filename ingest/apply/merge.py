@@ -9,6 +9,7 @@ target's ``_tidb_commit_ts`` is not newer (``<=``) and deletes it only when stri
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -29,6 +30,7 @@ from tenacity import (
 
 from ingest import delta_io
 from ingest.apply import convert
+from ingest.apply import generated as generated_columns
 from ingest.delta_io import quote, sql_literal
 from ingest.model import BAD_COLUMN, MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
@@ -89,6 +91,7 @@ def normalize(
     key: tuple[str, ...],
     timezone: str,
     binary: convert.BinaryText = convert.BinaryText.LATIN1,
+    generated: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """One row per change with typed columns (named by :func:`slot`), a rank, and the names of columns that
     did not convert."""
@@ -121,14 +124,17 @@ def normalize(
     exploded = rows.select("*", F.explode(changes).alias("change"))
     image = F.col("change.image")
     is_upsert = F.col("change.rank") == RANK_UPSERT
-    typed: list[Column] = []
+    generated = generated or {}
+    values: dict[str, Column] = {}
     problems: list[Column] = []
-    for index, field in enumerate(schema.fields):
+    for field in schema.fields:
+        if field.name in generated:
+            continue
         raw = _image(field.name, image)
         value = convert.from_wire(
             raw, field.dataType, timezone, column_type=convert.column_type_of(field), binary=binary
         )
-        typed.append(value.alias(slot(index)))
+        values[field.name] = value
         failed = convert.conversion_failed(raw, value, field.dataType)
         if field.name in key:
             problem = F.when(raw.isNull(), F.lit(f"missing key column {field.name}")).when(
@@ -140,14 +146,30 @@ def normalize(
                 F.lit(f"{field.name}: value will not convert to {field.dataType.simpleString()}"),
             )
         problems.append(problem)
+    values.update(_computed(schema, generated, values))
     return exploded.select(
         *MESSAGE_COLUMNS,
         "commit_ts",
         F.col("change.rank").alias(RANK_COLUMN),
         (typ == insert).alias(INSERT_COLUMN),
-        *typed,
+        *[values[f.name].alias(slot(i)) for i, f in enumerate(schema.fields)],
         F.concat_ws("; ", *problems).alias(BAD_COLUMN),
     )
+
+
+def _computed(
+    schema: T.StructType, generated: Mapping[str, str], values: Mapping[str, Column]
+) -> dict[str, Column]:
+    """The VIRTUAL columns the mirror computes, from the row's other values (a later one may read an
+    earlier one, as in MySQL)."""
+    types = {f.name: t for f in schema.fields if (t := convert.column_type_of(f)) is not None}
+    known = dict(values)
+    for field in schema.fields:
+        if field.name in generated:
+            column_type = types[field.name]
+            value = generated_columns.value_of(generated[field.name], types, column_type, known.__getitem__)
+            known[field.name] = value.cast(field.dataType)
+    return {name: known[name] for name in generated if name in known}
 
 
 def with_defaults(rows: DataFrame, defaults: dict[str, str]) -> DataFrame:

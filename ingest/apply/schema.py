@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest import delta_io
-from ingest.apply import convert, retype
+from ingest.apply import convert, generated, retype
 from ingest.delta_io import prepare_to_create, quote, sql_literal, sql_string
 from ingest.model import ColumnType, TableId, TableSchema
 from ingest.plan import partitions
@@ -30,6 +30,7 @@ from ingest.state.table_state import (
     NOT_RETIRED,
     PROPERTY_APPLIED_TS,
     PROPERTY_COMMIT_TS_COLUMN,
+    PROPERTY_GENERATED,
     PROPERTY_KEY_COLUMNS,
     PROPERTY_PARTITIONING,
     PROPERTY_RETIRED,
@@ -85,6 +86,7 @@ class TableInfo:
     compacts: bool = False  # auto compaction on
     unique_keys: UniqueKeys | None = None  # None: never recorded
     commit_ts_column: str = COMMIT_TS_COLUMN  # our column: the commit TSO of the change that wrote the row
+    generated: Mapping[str, str] = dataclasses.field(default_factory=dict)  # VIRTUAL column -> expression
 
     @property
     def columns(self) -> list[str]:
@@ -127,6 +129,9 @@ def create_table(
         properties[PROPERTY_PARTITIONING] = partitioning.to_json()
     if unique_keys is not None:
         properties[PROPERTY_UNIQUE_KEYS] = unique_keys.to_json()
+    generated = {c.name: c.expression for c in schema.columns if c.virtual and c.expression is not None}
+    if generated:
+        properties[PROPERTY_GENERATED] = orjson.dumps(generated).decode()
     with committing(spark, metadata):
         delta_io.create_table(
             spark, path, T.StructType(fields), properties=properties, replace=replace and exists
@@ -225,6 +230,9 @@ def add_column(
     """ALTER TABLE ADD COLUMNS (if absent), then give existing rows the value upstream reads for them;
     ``keep_default``: also record it for rows that arrive later yet were written before the ADD (offset
     order, see :func:`column_defaults`)."""
+    if change.column.virtual:
+        add_generated(spark, path, change, timezone, metadata)
+        return
     data_type = convert.spark_type(change.column.type)
     position = "FIRST" if change.first else (delta_io.after(change.after) if change.after else "")
     info = table_info(spark, path)
@@ -386,18 +394,24 @@ def table_info(spark: SparkSession, path: str, version: int | None = None) -> Ta
     compacts = properties.get(AUTO_COMPACT, "false") == "true"
     keys = properties.get(PROPERTY_UNIQUE_KEYS)
     unique_keys = UniqueKeys.from_json(keys) if keys else None
-    return TableInfo(T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts)
+    generated = dict(orjson.loads(properties.get(PROPERTY_GENERATED, "{}")))
+    return TableInfo(
+        T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts, generated
+    )
 
 
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
     """ALTER TABLE DROP COLUMN, if the column is there (column mapping makes it a metadata change)."""
-    if name in table_info(spark, path).columns:
+    info = table_info(spark, path)
+    if name in info.columns:
         defaults = column_defaults(spark, path)
         with committing(spark, metadata):
             enable_features(spark, path, COLUMN_MAPPING)
             delta_io.drop_column(spark, path, name)
             if name in defaults:
                 _set_column_defaults(spark, path, {k: v for k, v in defaults.items() if k != name})
+            if name in info.generated:
+                _set_generated(spark, path, {k: v for k, v in info.generated.items() if k != name})
 
 
 def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: str) -> None:
@@ -418,6 +432,52 @@ def rename_column(spark: SparkSession, path: str, old: str, new: str, metadata: 
             delta_io.set_properties(spark, path, {PROPERTY_KEY_COLUMNS: orjson.dumps(key).decode()})
         if info.partitioning is not None and info.partitioning.column == old:
             _set_partitioning(spark, path, dataclasses.replace(info.partitioning, column=new))
+        if old in info.generated:
+            _set_generated(spark, path, {(new if k == old else k): v for k, v in info.generated.items()})
+
+
+def _set_generated(spark: SparkSession, path: str, expressions: Mapping[str, str]) -> None:
+    """Within the caller's commit context."""
+    delta_io.set_properties(spark, path, {PROPERTY_GENERATED: orjson.dumps(dict(expressions)).decode()})
+
+
+def add_generated(
+    spark: SparkSession,
+    path: str,
+    change: plan.AddColumn | plan.ChangeGenerated,
+    timezone: str,
+    metadata: str,
+) -> None:
+    """ADD or MODIFY of a VIRTUAL generated column the mirror computes: the table is rewritten with the
+    column's values computed from each row, in one commit (TiDB computes them whenever a row is read)."""
+    info = table_info(spark, path)
+    column = change.column
+    assert column.expression is not None
+    rows = delta_io.read(spark, path)
+    types = {f.name: t for f in info.schema.fields if (t := convert.column_type_of(f)) is not None}
+    with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
+        value = generated.value_of(column.expression, types, column.type, lambda n: F.col(quote(n)))
+        comment = {"comment": f"tidb: {column.type}"}
+        computed = value.cast(convert.spark_type(column.type)).alias(column.name, metadata=comment)
+        names = [n for n in rows.columns if n != column.name]
+        selected = [F.col(quote(n)) for n in names]
+        selected.insert(_position(names, change, info), computed)
+        expressions = {**info.generated, column.name: column.expression}
+        changed = {PROPERTY_GENERATED: orjson.dumps(expressions).decode()}
+        replace_table(spark, path, rows.select(*selected), metadata, changed)
+    logger.info("%s: computed VIRTUAL column %s AS (%s)", path, column.name, column.expression)
+
+
+def _position(names: list[str], change: plan.AddColumn | plan.ChangeGenerated, info: TableInfo) -> int:
+    """Where the (re)computed column goes among the table's other columns."""
+    if isinstance(change, plan.ChangeGenerated):
+        name = change.column.name
+        return info.columns.index(name) if name in info.columns else len(info.columns)
+    if change.first:
+        return 0
+    if change.after is not None and change.after in names:
+        return names.index(change.after) + 1
+    return len(info.columns)
 
 
 def _rename(spark: SparkSession, path: str, old: str, new: str) -> None:
@@ -496,12 +556,14 @@ def rewrite_column(
     return None
 
 
-def replace_table(spark: SparkSession, path: str, rows: DataFrame, metadata: str) -> None:
+def replace_table(
+    spark: SparkSession, path: str, rows: DataFrame, metadata: str, changed: Mapping[str, str] | None = None
+) -> None:
     """Replace the table's schema and rows with ``rows`` in one commit (REPLACE TABLE AS SELECT), keeping its
-    properties; column metadata (comments) comes with ``rows``."""
-    properties = {
-        k: v for k, v in delta_io.properties(spark, path).items() if not k.startswith(_DELTA_MANAGED)
-    }
+    properties (``changed``: properties that change with it); column metadata (comments) comes with
+    ``rows``."""
+    current = delta_io.properties(spark, path).items()
+    properties = {k: v for k, v in current if not k.startswith(_DELTA_MANAGED)} | dict(changed or {})
     if any(isinstance(f.dataType, T.TimestampNTZType) for f in rows.schema.fields):
         properties[TIMESTAMP_NTZ[0]] = TIMESTAMP_NTZ[1]  # Delta turns it on by itself only at creation
     writer = rows.writeTo(delta_io.table_ref(path)).using("delta")
@@ -560,6 +622,8 @@ def copy_table(
         properties[PROPERTY_PARTITIONING] = source.partitioning.to_json()
     if source.unique_keys is not None:  # and the indexes
         properties[PROPERTY_UNIQUE_KEYS] = source.unique_keys.to_json()
+    if source.generated:  # and the columns the mirror computes
+        properties[PROPERTY_GENERATED] = orjson.dumps(dict(source.generated)).decode()
     if with_rows:
         delta_io.ensure_schema(spark, path)
         writer = rows.writeTo(delta_io.table_ref(path)).using("delta")

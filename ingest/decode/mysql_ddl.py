@@ -222,11 +222,20 @@ def _column(definition: exp.ColumnDef) -> Column:
         elif isinstance(kind, exp.DefaultColumnConstraint):
             has_default = True
             default = default_literal(kind.this)
-    virtual = any(
-        isinstance(c.args["kind"], exp.ComputedColumnConstraint) and not c.args["kind"].args.get("persisted")
-        for c in definition.constraints
+    computed = next(
+        (
+            c.args["kind"]
+            for c in definition.constraints
+            if isinstance(c.args["kind"], exp.ComputedColumnConstraint)
+            and not c.args["kind"].args.get("persisted")
+        ),
+        None,
     )
-    return Column(definition.name, from_sqlglot(data_type, zerofill), nullable, default, has_default, virtual)
+    expression = None if computed is None else computed.this.sql(dialect="mysql")
+    column_type = from_sqlglot(data_type, zerofill)
+    return Column(
+        definition.name, column_type, nullable, default, has_default, computed is not None, expression
+    )
 
 
 # Python codecs of the charsets a literal's introducer may name; a literal's text is the same string in

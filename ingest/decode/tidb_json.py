@@ -108,3 +108,49 @@ def _string(text: str) -> str:
             out.append(char)
     out.append('"')
     return "".join(out)
+
+
+def path_json(path: tuple[str | int, ...]) -> str:
+    """A JSON path's steps as JSON text (how a path travels to the executors)."""
+    return json.dumps(list(path))
+
+
+def path_from_json(text: str) -> tuple[str | int, ...]:
+    return tuple(json.loads(text))
+
+
+def json_extract(document: str | None, path: tuple[str | int, ...]) -> str | None:
+    """JSON_EXTRACT(document, path) as TiDB prints it: the value at ``path`` (keys and array indexes) of a
+    JSON document; None where the document is None, is no JSON, or has nothing at ``path``."""
+    if document is None:
+        return None
+    try:
+        value = json.loads(document, parse_int=_Number, parse_float=_Number, parse_constant=_refuse_constant)
+    except (ValueError, OverflowError):
+        return None
+    for step in path:
+        value = _step(value, step)
+        if value is _MISSING:
+            return None
+    return _render(value)
+
+
+_MISSING = object()
+
+
+def _step(value: Any, step: str | int) -> Any:
+    """The member ``step`` of a JSON array or object, or _MISSING."""
+    if isinstance(step, int):
+        return value[step] if isinstance(value, list) and step < len(value) else _MISSING
+    return value[step] if isinstance(value, dict) and step in value else _MISSING
+
+
+def json_unquote(text: str | None) -> str | None:
+    """JSON_UNQUOTE(text): the string a JSON string literal holds; any other text as it is."""
+    if text is None or len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else text

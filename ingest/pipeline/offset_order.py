@@ -259,7 +259,9 @@ def _apply_table(
     info = apply_schema.table_info(spark, path)
     rows = dml.where((F.col("database") == table.schema) & (F.col("table") == table.table))
     rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
-    changes = cached(normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text))
+    changes = cached(
+        normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text, info.generated)
+    )
     try:
         columns = [f.name for f in info.schema.fields]
         summary = summarize(spark, changes, info.key, columns)

@@ -81,7 +81,7 @@ def apply_segment(
     columns = [f.name for f in schema.fields]
     if not key:
         raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
-    cached = spark_cached(normalize(rows, schema, key, config.timezone, codec.binary_text))
+    cached = spark_cached(normalize(rows, schema, key, config.timezone, codec.binary_text, info.generated))
     try:
         changes = cached
         summary = summarize(spark, changes, key, columns)

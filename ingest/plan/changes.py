@@ -68,6 +68,14 @@ class ChangeType:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangeGenerated:
+    """A VIRTUAL generated column gets a new type or expression: its values are computed again."""
+
+    table: TableId
+    column: Column
+
+
+@dataclass(frozen=True, slots=True)
 class Truncate:
     table: TableId
 
@@ -172,6 +180,7 @@ SchemaChange = (
     | DropColumn
     | RenameColumn
     | ChangeType
+    | ChangeGenerated
     | Truncate
     | Retire
     | CopyFrom

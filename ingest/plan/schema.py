@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from ingest.decode import mysql_ddl
+from ingest.decode import mysql_ddl, mysql_expr
 from ingest.decode import mysql_partition as mp
 from ingest.model import Column, ColumnType, DdlEvent, TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan.changes import (
     AddColumn,
+    ChangeGenerated,
     ChangeKey,
     ChangeType,
     CopyFrom,
@@ -41,7 +42,8 @@ from ingest.plan.partitions import Partitioning
 from ingest.plan.renames import RenameGroup
 
 __all__ = [
-    "AddColumn", "ChangeKey", "ChangeType", "CopyFrom", "CreateLike", "CreateTable", "CreateTableReplacing",
+    "AddColumn", "ChangeGenerated", "ChangeKey", "ChangeType", "CopyFrom", "CreateLike", "CreateTable",
+    "CreateTableReplacing",
     "DeletePartitionRows", "DropColumn", "ExchangeRows", "ExchangeSides", "RecordOnly", "Reject",
     "RenameColumn", "Retire", "SchemaChange", "SetPartitioning", "SetUniqueKeys", "Truncate",
     "affected_tables", "exchange_tables", "go_json_text", "is_rename", "literal_wire_text",
@@ -256,10 +258,8 @@ def plan_schema_changes(
                 )
             ]
         defined = partitions.from_clause(statement.partition_by, statement.schema)
-        stored = TableSchema(
-            tuple(c for c in statement.schema.columns if not c.virtual), statement.schema.key
-        )
-        left_out = [_virtual_left_out(c) for c in statement.schema.columns if c.virtual]
+        kept, left_out = _computable(statement.schema.columns)
+        stored = TableSchema(kept, statement.schema.key)
         keys = unique_keys_of(statement)
         if existing_columns is None:
             return [CreateTable(statement.table, stored, defined, keys), *left_out]
@@ -322,7 +322,7 @@ def plan_schema_changes(
                 alter.append(RenameColumn(statement.table, action.old, action.new))
                 continue
             if isinstance(action, mysql_ddl.ModifyColumn | mysql_ddl.AddColumn) and action.column.virtual:
-                alter.append(_virtual_left_out(action.column))
+                alter.extend(_plan_virtual(statement.table, action, existing_columns, column_types))
                 continue
             if isinstance(action, mysql_ddl.ModifyColumn):
                 if action.old != action.column.name:
@@ -353,10 +353,57 @@ def plan_schema_changes(
     return [Reject(f"{statement.reason}: {ddl.sql!r}. {UNKNOWN_DDL_TODO}", unknown=True)]
 
 
-def _virtual_left_out(column: Column) -> RecordOnly:
+def _computable(columns: tuple[Column, ...]) -> tuple[tuple[Column, ...], list[RecordOnly]]:
+    """A new table's columns the mirror holds (every stored one, and each VIRTUAL one whose expression it
+    computes exactly), and a warning for each VIRTUAL one it leaves out."""
+    kept: list[Column] = []
+    left_out: list[RecordOnly] = []
+    for column in columns:
+        why = _not_computable(column, {c.name: c.type for c in kept}) if column.virtual else ""
+        if why:
+            left_out.append(_virtual_left_out(column, why))
+        else:
+            kept.append(column)
+    return tuple(kept), left_out
+
+
+def _not_computable(column: Column, columns: Mapping[str, ColumnType] | None) -> str:
+    if column.expression is None:
+        return "its expression is not known"
+    if columns is None:
+        return "the types of the table's columns are not known"
+    return mysql_expr.check(column.expression, columns, column.type)
+
+
+def _plan_virtual(
+    table: TableId,
+    action: mysql_ddl.ModifyColumn | mysql_ddl.AddColumn,
+    existing_columns: Collection[str],
+    column_types: Mapping[str, ColumnType] | None,
+) -> list[SchemaChange]:
+    """ADD or MODIFY of a VIRTUAL column: computed by the mirror where it can be exactly, else left out."""
+    column = action.column
+    old = action.old if isinstance(action, mysql_ddl.ModifyColumn) else column.name
+    others = None if column_types is None else {k: v for k, v in column_types.items() if k not in (old,)}
+    why = _not_computable(column, others)
+    renamed: list[SchemaChange] = []
+    if old != column.name and old in existing_columns:
+        renamed.append(RenameColumn(table, old, column.name))
+    present = old in existing_columns
+    if why:
+        gone: list[SchemaChange] = [DropColumn(table, column.name)] if present else []
+        return [*renamed, *gone, _virtual_left_out(column, why)]
+    if present:
+        return [*renamed, ChangeGenerated(table, column)]
+    first = isinstance(action, mysql_ddl.AddColumn) and action.first
+    after = action.after if isinstance(action, mysql_ddl.AddColumn) else None
+    return [AddColumn(table, column, first, after, backfill=None)]
+
+
+def _virtual_left_out(column: Column, why: str) -> RecordOnly:
     return RecordOnly(
         f"VIRTUAL generated column {column.name} left out of the mirror: no protocol carries its values "
-        "(TiDB computes them on read)",
+        f"(TiDB computes them on read), and the mirror does not compute it exactly: {why}",
         warning=True,
     )
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from ingest.decode import dumpling as dd
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.errors import ConfigError
-from ingest.model import ColumnType, TableId
+from ingest.model import Column, ColumnType, TableId
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,12 @@ def _same(a: str, b: str) -> bool:
     return a.split(":", 1)[-1].lstrip("/") == b.split(":", 1)[-1].lstrip("/")
 
 
+def data_columns(table: ExportTable) -> list[Column]:
+    """The columns an export's data files hold: Dumpling writes no generated column's values (TiDB computes
+    a VIRTUAL one on read)."""
+    return [c for c in table.create.schema.columns if not c.virtual]
+
+
 def read_rows(
     spark: SparkSession, table: ExportTable, dialect: dd.CsvDialect, line_separator: str | None
 ) -> DataFrame:
@@ -157,7 +163,7 @@ def read_rows(
         # String -> binary keeps the file's bytes as they were; nothing is decoded as UTF-8 yet.
         F.col("value").cast("binary").alias("line"),
     )
-    columns = table.create.schema.columns
+    columns = data_columns(table)
     decode = partial(
         _decode_batches,
         data_format=table.data_format,

@@ -32,6 +32,8 @@ COMMIT_TS_COLUMN = "_tidb_commit_ts"
 # The name of a table's commit-TSO column when it is not COMMIT_TS_COLUMN: upstream may have a column of that
 # name (any name MySQL allows is upstream's to use), and then ours gives way to another of our own names.
 PROPERTY_COMMIT_TS_COLUMN = "ticdc.commitTsColumn"
+# The VIRTUAL generated columns the mirror computes: JSON {column: MySQL expression}.
+PROPERTY_GENERATED = "ticdc.generated"
 # How many of a table's newest commits are searched for the newest of ours.
 HISTORY_DEPTH = 100
 PROPERTY_KEY_COLUMNS = "ticdc.keyColumns"
