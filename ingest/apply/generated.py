@@ -287,6 +287,8 @@ def _extract(document: str | None, path: str) -> str | None:
     return tidb_json.json_extract(document, tidb_json.path_from_json(path))
 
 
-_exact_quotient = F.udf(_divide, T.StringType())
-_json_extract = F.udf(_extract, T.StringType())
-_json_unquote = F.udf(tidb_json.json_unquote, T.StringType())
+# Plain Python functions run where the rows are; wrapped without type hints, which pyspark would otherwise
+# read as a request for a pandas UDF.
+_exact_quotient = F.udf(lambda a, b, scale: _divide(a, b, scale), T.StringType())
+_json_extract = F.udf(lambda document, path: _extract(document, path), T.StringType())
+_json_unquote = F.udf(lambda text: tidb_json.json_unquote(text), T.StringType())

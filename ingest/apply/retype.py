@@ -261,7 +261,7 @@ def _has_member(members: Column, element: str) -> Column:
 
 
 # TiDB re-spells text it turns into JSON (key order, spacing, numbers): pure Python, run where the rows are.
-_json_text = F.udf(tidb_json_text, T.StringType())
+_json_text = F.udf(lambda text: tidb_json_text(text), T.StringType())  # no hints: not a pandas UDF
 
 
 def _label(text: Column, elements: tuple[str, ...]) -> Column:

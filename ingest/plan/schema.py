@@ -315,7 +315,11 @@ def plan_schema_changes(
         for action in statement.actions:
             if isinstance(action, mysql_ddl.DropColumn):
                 if action.name in key:
-                    return [Reject(f"DROP COLUMN {action.name} removes part of the merge key of {table}")]
+                    return [
+                        Reject(
+                            f"DROP COLUMN {action.name} removes part of the merge key of {table}. {KEY_TODO}"
+                        )
+                    ]
                 alter.append(DropColumn(statement.table, action.name))
                 continue
             if isinstance(action, mysql_ddl.RenameColumn):
@@ -408,6 +412,11 @@ def _virtual_left_out(column: Column, why: str) -> RecordOnly:
     )
 
 
+KEY_TODO = (
+    "The stream does not say which key TiCDC identifies the rows by now: mirror the table with the Simple "
+    "protocol, which announces it, or load it again from a Dumpling export taken after the DDL "
+    "(ticdc-ingest load --force)"
+)
 UNKNOWN_DDL_TODO = (
     "If this statement changes no columns, keys or rows of mirrored tables, run again with --unknown-ddl "
     "skip (it is recorded as skipped in the DDL history); if it does, load the table again from a Dumpling "

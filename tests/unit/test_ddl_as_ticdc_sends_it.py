@@ -148,19 +148,29 @@ def test_alter_table_rename_as_is_a_rename():
     )
 
 
-def test_virtual_generated_columns_are_left_out_with_a_warning():
+def test_virtual_generated_columns_are_kept_where_computed_exactly_and_left_out_with_a_warning_otherwise():
     sql = (
         "CREATE TABLE `col`.`t` (`id` INT PRIMARY KEY,`a` INT,`s` INT GENERATED ALWAYS AS(`a`+1) STORED,"
-        "`v` INT GENERATED ALWAYS AS(`a`*2) VIRTUAL)"
+        "`v` INT GENERATED ALWAYS AS(`a`*2) VIRTUAL,`w` VARCHAR(32) GENERATED ALWAYS AS(MD5(`a`)) VIRTUAL)"
     )
     create, left_out = plan_schema_changes(event(sql), None)
     assert isinstance(create, CreateTable)
-    assert [c.name for c in create.schema.columns] == ["id", "a", "s"]
-    assert isinstance(left_out, RecordOnly) and left_out.warning and "`v`" not in left_out.reason
+    assert [c.name for c in create.schema.columns] == ["id", "a", "s", "v"]
+    assert create.schema.columns[3].virtual and create.schema.columns[3].expression == "`a` * 2"
+    assert isinstance(left_out, RecordOnly) and left_out.warning and "MD5" in left_out.reason
+    types = {"id": ColumnType(ColumnKind.INT), "a": ColumnType(ColumnKind.INT)}
     (added,) = plan_schema_changes(
-        event("ALTER TABLE `col`.`t` ADD COLUMN `v2` INT GENERATED ALWAYS AS(`a`-1) VIRTUAL"), ["id", "a"]
+        event("ALTER TABLE `col`.`t` ADD COLUMN `v2` INT GENERATED ALWAYS AS(`a`-1) VIRTUAL"),
+        ["id", "a"],
+        column_types=types,
     )
-    assert isinstance(added, RecordOnly) and added.warning
+    assert isinstance(added, AddColumn) and added.column.expression == "`a` - 1" and added.backfill is None
+    (left,) = plan_schema_changes(
+        event("ALTER TABLE `col`.`t` ADD COLUMN `v3` INT GENERATED ALWAYS AS(RAND()) VIRTUAL"),
+        ["id", "a"],
+        column_types=types,
+    )
+    assert isinstance(left, RecordOnly) and left.warning
 
 
 # -- the handle key TiCDC picks, followed through index DDL --------------------------------------------------
