@@ -708,7 +708,7 @@ class Stream:
             )
             entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
 
-        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` DROP COLUMN `{name}`"
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` DROP COLUMN {_quoted(name)}"
         self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
         self._changes.append(_Change(ts, len(self._changes), table, "drop_column", column=name))
 
@@ -726,7 +726,7 @@ class Stream:
             entry.schema = TableSchema(columns, entry.schema.key)
             entry.reshaped.append((ts, tuple(c.name for c in entry.schema.columns)))
 
-        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` RENAME COLUMN `{old}` TO `{new}`"
+        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` RENAME COLUMN {_quoted(old)} TO {_quoted(new)}"
         self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
         self._changes.append(_Change(ts, len(self._changes), table, "rename_column", column=old, default=new))
 
@@ -738,7 +738,8 @@ class Stream:
             entry.columns[name] = parse_mysql_type(type_text)
             entry.types_ever[name] = entry.columns[name]
 
-        sql = f"ALTER TABLE `{table.schema}`.`{table.table}` MODIFY COLUMN `{name}` {type_text} DEFAULT NULL"
+        target = f"`{table.schema}`.`{table.table}`"
+        sql = f"ALTER TABLE {target} MODIFY COLUMN {_quoted(name)} {type_text} DEFAULT NULL"
         self.ddl(table.schema, table.table, sql, ts, "ALTER", change)
 
     def change_key(
@@ -1319,3 +1320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _quoted(name: str) -> str:
+    """A column name as MySQL quotes it: in backticks, a backtick doubled."""
+    return "`" + name.replace("`", "``") + "`"
