@@ -31,7 +31,7 @@ LANDING = sorted(name for name in CORPORA if name != "refusals")
 # views and swaps (a view's message carries columns of type "unspecified"). The `full` profile
 # (CORPUS_PROFILE=full) runs every corpus under every protocol.
 PROFILE = os.environ.get("CORPUS_PROFILE", "ci")
-CI_SIMPLE = {"simple-avro": ("columns",), "simple-json": ("views-swaps",)}
+CI_SIMPLE = {"simple-avro": ("columns", "generated"), "simple-json": ("views-swaps", "names")}
 # In CI these run by name instead (test_by_name), one in each Spark mode: every line of the mirror's Delta
 # I/O is the same by path and by name but the addressing, which those runs cover.
 BY_NAME = [("classic", "tables", "canal-json"), ("connect", "views-swaps", "simple-json")]
