@@ -21,6 +21,7 @@ RESULT_KEYS = (
     "insert_apply_vs_append",
     "decode_canal_json_vs_orjson",
     "merge_10m_vs_1m",
+    "type_change_rewrite_10m_vs_merge_1m",
     "naive_vs_ours",
     "jobs_per_batch_1_table",
     "jobs_per_batch_100_tables",
