@@ -48,6 +48,7 @@ from ingest.decode import ticdc_avro as ta
 from ingest.decode.compression import Compression
 from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.decode.mysql_types import parse_mysql_type
+from ingest.mirror import Mirror
 from ingest.model import ColumnKind, TableId, TableState
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import BatchResult, run_files
@@ -835,7 +836,7 @@ class Bench:
         ours = took[0]
         jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
         self.spark.sparkContext.setJobGroup("bench", "bench")
-        table_path = str(target / "bench" / "t0")
+        table_path = _located(target, TableId("bench", "t0"))
         check = self.spark.read.format("delta").load(table_path).agg(F.count("*"), F.sum("id")).first()
         actual = (int(check[0]), int(check[1] or 0)) if check is not None else (0, 0)
         expected = (expected_rows, sum(workload.tables[0].live))
@@ -1170,7 +1171,7 @@ class Bench:
         added = {}
         for index in range(idle):
             table = TableId(model.schema, f"idle{index:04d}")
-            shutil.copytree(source, Path(config.target_path) / table.schema / table.table)
+            shutil.copytree(source, config.mirror.address(table))
             added[table] = progress.tables[model]
         grown = replace(progress, run_id=progress.run_id + 1, tables={**progress.tables, **added})
         commit_progress(self.spark, config.state_path, config.stream_id, grown)
@@ -1326,12 +1327,12 @@ class Bench:
             with stopwatch() as built:
                 self._write(
                     preloaded_rows(self.spark, definition, size, created_ts, first_key=large - size),
-                    str(built_lake / "bench" / "t0"),
+                    _located(built_lake, TableId("bench", "t0")),
                 )
             for bounded in (False, True):
                 target = self.dir(f"scale-{size}-{bounded}")
                 shutil.copytree(built_lake, target)
-                path = str(target / "bench" / "t0")
+                path = _located(target, TableId("bench", "t0"))
                 timer = MergeTimer()
                 with timer.installed(bounded=bounded), stopwatch() as took:
                     run_files(self.spark, _config(changes_dir, target))
@@ -1420,6 +1421,11 @@ class Bench:
 
 
 _INTEGERS = (ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT, ColumnKind.INT, ColumnKind.BIGINT)
+
+
+def _located(root: Path, table: TableId) -> str:
+    """Where a path-mode mirror under ``root`` keeps ``table`` (the product's own locator)."""
+    return Mirror(root=str(root)).address(table)
 
 
 def _framed(messages: DataFrame) -> DataFrame:

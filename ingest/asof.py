@@ -327,7 +327,7 @@ def _answer(
     found: list[TableAsOf] = []
     absent: list[TableId] = []
     for table in wanted:
-        path = config.table_location(table.schema, table.table)
+        path = config.mirror.address(table)
         version = choose_version(table, history(table, path), chosen.point)
         if version is None:
             if tables is not None:

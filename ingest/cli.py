@@ -539,7 +539,7 @@ def _demo_run(spark: SparkSession, config: IngestConfig, into: str) -> BatchResu
     print(f"Mirrored {sample} into {into} ({result.describe()})")
     print(f"{'table':<22} {'rows':>5} {'applied TSO':>20}  {'applied at (UTC)':<26} {'pending':>7}")
     for table, report in sorted(result.tables.items()):
-        location = config.table_location(table.schema, table.table)
+        location = config.mirror.address(table)
         rows = delta_io.read(spark, location).count()
         when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
         print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")

@@ -9,6 +9,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -17,6 +18,7 @@ from ingest.decode import canal_json, simple, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError
+from ingest.mirror import Mirror
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 
 logger = logging.getLogger(__name__)
@@ -307,6 +309,10 @@ class IngestConfig:
             raise ConfigError(f"max-bad-ratio must be in [0, 1], got {self.max_bad_ratio}")
         if self.table_parallelism < 1:
             raise ConfigError(f"table-parallelism must be a whole number >= 1, got {self.table_parallelism}")
+        if not self.stream_id or any(ord(c) < 0x20 for c in self.stream_id):
+            raise ConfigError(
+                f"stream-id: {self.stream_id!r} must be non-empty and hold no control character"
+            )
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
@@ -542,33 +548,28 @@ class IngestConfig:
         """
         return cls.from_params({**parameters.params_from_toml(text), **(overrides or {})})
 
-    def table_location(self, schema: str, table: str) -> str:
-        """Where the mirror of upstream ``schema.table`` is: ``<target-path>/<database>/<table>``, or by name
-        ``<target-catalog>.<target-schema>.<table>`` (a :class:`catalog_names.TableName`)."""
-        if self.target_catalog is not None:
-            return catalog_names.TableName(
-                self.target_catalog, self.target_schema.format(database=schema), table
-            )
-        return f"{self.target_path.rstrip('/')}/{schema}/{table}"
+    @cached_property
+    def mirror(self) -> Mirror:
+        """Where this mirror's tables and state are (the one place a table's location is made)."""
+        return Mirror(
+            root=self.target_path or None,
+            catalog=self.target_catalog,
+            schema_template=self.target_schema,
+            state=self.state_path,
+            stream_id=self.stream_id,
+            alias_template=self.table_name_template,
+        )
 
     @property
     def target(self) -> str:
         """Where the mirror is, as a message names it: the target path, or the catalog and schema template."""
-        if self.target_catalog is not None:
-            return f"{self.target_catalog}.{self.target_schema}"
-        return self.target_path
+        return self.mirror.target
 
     def column_type(self, table: TableId, column: str, column_type: ColumnType) -> ColumnType:
         """The type to mirror a column as: ``column-types`` bounds a DECIMAL whose precision is unknown."""
         if column_type.kind is ColumnKind.DECIMAL and column_type.precision is None:
             return self.column_types.get(table, {}).get(column, column_type)
         return column_type
-
-    def catalog_name(self, schema: str, table: str) -> str | None:
-        """The catalog table name for an upstream table, when a naming template is configured."""
-        if self.table_name_template is None:
-            return None
-        return self.table_name_template.format(database=schema, table=table)
 
 
 def _in_a_volume(path: str) -> bool:

@@ -560,7 +560,7 @@ def managed_location(spark: SparkSession, path: TableName) -> str | None:
     location = next((str(r[1]) for r in rows if str(r[0]).lower() == "location"), "")
     if not location.startswith(("file:", "/")):
         return None
-    return f"{location.rstrip('/')}/{path.table.lower()}"
+    return "/".join((location.rstrip("/"), path.table.lower()))  # Spark's own layout of a managed table
 
 
 def _empty_directory(spark: SparkSession, path: str) -> None:

@@ -108,6 +108,7 @@ def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
     )
     result = LoadResult(run_id, s)
     states = dict(committed.tables)
+    progress.begin_run(spark, config.state_path, config.stream_id, run_id, [t.table for t in export.tables])
     for number, table in enumerate(export.tables, start=1):
         logger.info(
             "table %d/%d %s: %d files (%s)",
@@ -120,12 +121,9 @@ def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
         loaded, state = _load_table(spark, config, table, s, dialect, run_id)
         result.tables.append(loaded)
         states[table.table] = state
-        if config.table_name_template:
-            name = stream.catalog_name(table.table.schema, table.table.table)
-            if name:
-                apply_schema.register_catalog_table(
-                    spark, name, stream.table_location(table.table.schema, table.table.table)
-                )
+        alias = stream.mirror.alias(table.table)
+        if alias:
+            apply_schema.register_catalog_table(spark, alias, stream.mirror.address(table.table))
         logger.info("table %d/%d %s", number, len(export.tables), loaded.describe())
     # The stream's progress learns the loaded tables (DROP DATABASE, status) and keeps its positions: a
     # stream that has not run yet starts wherever it is pointed, at or before the snapshot.
@@ -159,8 +157,7 @@ def _check_target(
     """
     stream = config.stream
     existing = {
-        t.table: table_state.read_table_state(spark, stream.table_location(t.table.schema, t.table.table))
-        for t in export.tables
+        t.table: table_state.read_table_state(spark, stream.mirror.address(t.table)) for t in export.tables
     }
     present = sorted(str(t) for t, state in existing.items() if state is not None)
     interrupted = not committed.run_id and all(
@@ -202,7 +199,7 @@ def _load_table(
     started = time.monotonic()
     stream = config.stream
     tid = table.table
-    path = stream.table_location(tid.schema, tid.table)
+    path = stream.mirror.address(tid)
     loaded = LoadedTable(tid, len(table.data_files), table.data_bytes)
     if not table.create.schema.key:
         logger.warning(

@@ -57,7 +57,7 @@ class ResyncResult:
 
 
 def staging_root(config: IngestConfig, table: TableId) -> str:
-    return f"{config.state_path.rstrip('/')}/{RESYNC_DIR}/{table.schema}.{table.table}"
+    return config.mirror.staging(table, RESYNC_DIR)
 
 
 def staged_config(spark: SparkSession, config: IngestConfig, table: TableId) -> IngestConfig:
@@ -101,9 +101,9 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
     staged = staged_config(spark, config, table)
     messages = files.read_messages(spark, config.input_path, {}, config.input_format)
     process_batch(spark, only_table(messages, table), staged, progress.Progress())
-    staged_path = staged.table_location(table.schema, table.table)
+    staged_path = staged.mirror.address(table)
     after = table_state.read_table_state(spark, staged_path)
-    path = config.table_location(table.schema, table.table)
+    path = config.mirror.address(table)
     current = table_state.read_table_state(spark, path) or TableState()
     if after is None:
         raise ConfigError(f"resync {table}: the input at {config.input_path} holds no change of this table")
@@ -114,6 +114,9 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
         )
     # The copy commits carry the old state, marked not consistent: a crash before mark_applied leaves a
     # table whose state is still the old A_T, and the next run re-applies from there (MERGE is idempotent).
+    # The next run learns the table's new state from its own commits, not from progress.
+    committed = progress.load_progress(spark, config.state_path, config.stream_id)
+    progress.begin_run(spark, config.state_path, config.stream_id, committed.run_id + 1, [table])
     before = state_to_metadata(current, run_id=0, step=f"resync of {table} in progress", consistent=False)
     apply_schema.copy_table(spark, staged_path, path, table, before)
     apply_schema.mark_applied(

@@ -58,7 +58,7 @@ def collect(spark: SparkSession, config: IngestConfig) -> tuple[progress.Progres
     last_ddl, stopped = _last_ddls(spark, config.state_path)
     tables = []
     for table in sorted(set(committed.tables) | set(committed.pending_rows)):
-        path = config.table_location(table.schema, table.table)
+        path = config.mirror.address(table)
         try:
             state = table_state.read_table_state(spark, path)
             rows = delta_io.read(spark, path).count() if state is not None else 0
@@ -120,7 +120,7 @@ def collect_local(config: IngestConfig) -> tuple[progress.Progress, list[TableSt
     last_ddl, stopped = last_ddls(rows_of(state / ddl_history.HISTORY_DIR, history))
     tables = []
     for table in sorted(set(committed.tables) | set(committed.pending_rows)):
-        directory = delta_log.local_dir(config.table_location(table.schema, table.table))
+        directory = delta_log.local_dir(config.mirror.address(table))
         assert directory is not None  # under the root, which is local
         exists = (directory / delta_log.LOG_DIR).is_dir()
         own = _newest_state(directory) if exists else None

@@ -15,6 +15,7 @@ from ticdc_fixture import differences, expected_gone, expected_tables
 from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
+from ingest.mirror import Mirror
 from ingest.model import ColumnKind, TableId
 from ingest.state.table_state import commit_ts_column
 from testkit.sample import Stream
@@ -36,10 +37,15 @@ def normalize(value: Any) -> Any:
     return value
 
 
+def located(root: object, table: TableId) -> str:
+    """Where a path-mode mirror under ``root`` keeps ``table``: the product's own locator says."""
+    return Mirror(root=str(root)).address(table)
+
+
 def delta_rows(
     spark: SparkSession, root: str, table: TableId, version: int | None = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    return location_rows(spark, f"{root}/{table.schema}/{table.table}", version)
+    return location_rows(spark, located(root, table), version)
 
 
 def location_rows(
@@ -72,7 +78,7 @@ def expected_rows(stream: Stream, table: TableId, ts: int) -> dict[tuple[Any, ..
 
 def corpus_rows(spark: SparkSession, config: IngestConfig, name: str) -> list[dict] | None:
     """The rows of the mirrored table ``database.table``, upstream's columns only (None: no table there)."""
-    path = config.table_location(*name.split("."))
+    path = config.mirror.address(TableId(*name.split(".")))
     if not apply_schema.table_exists(spark, path):
         return None
     return upstream_rows(spark, path)
@@ -102,7 +108,7 @@ def corpus_problems(
     if names is not None:
         return problems
     for name in expected_gone(corpus):
-        path = config.table_location(*name.split("."))
+        path = config.mirror.address(TableId(*name.split(".")))
         if not apply_schema.table_exists(spark, path):
             continue
         if not apply_schema.table_info(spark, path).retired:

@@ -13,11 +13,11 @@ from pyspark.sql import functions as F
 from ingest.config import IngestConfig
 from ingest.decode.codec import Codec
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
-from ingest.model import PartitionId, Position
+from ingest.model import PartitionId, Position, TableId, TableState
 from ingest.source import POSITION
 from ingest.spark import cached as spark_cached
 from ingest.spark_decode import KIND_BAD, KIND_DML, KIND_FATAL
-from ingest.state import progress, quarantine
+from ingest.state import progress, quarantine, table_state
 
 logger = logging.getLogger(__name__)
 
@@ -177,3 +177,20 @@ def check_bad_ratio(config: IngestConfig, bad: int, records: int) -> None:
             f"{config.max_bad_ratio}; progress not moved. Inspect the quarantine table under "
             f"{quarantine.quarantine_path(config.state_path)} and fix the input, or raise --max-bad-ratio"
         )
+
+
+def held_states(
+    spark: SparkSession, config: IngestConfig, committed: progress.Progress
+) -> dict[TableId, TableState]:
+    """What every table holds as the batch starts: its state in the committed progress, which each table's
+    own commits equal, except for the tables a run begun since may have written before it stopped short of
+    its progress (``Progress.unfinished``), whose state comes from their own newest commits. So the mirror
+    reads its own state once per batch, and a table's history only after a crash or a re-sync."""
+    states = dict(committed.tables)
+    for table in sorted(committed.unfinished):
+        path = config.mirror.address(table)
+        own = table_state.read_table_state(spark, path)
+        if own is not None:
+            states[table] = own
+        logger.info("%s: state from its own commits (a run stopped short of progress): %s", table, own)
+    return states

@@ -43,7 +43,7 @@ def table_before(
     spark: SparkSession, config: IngestConfig, table: TableId, commit_ts: int
 ) -> apply_schema.TableInfo | None:
     """A mirrored table as it was just before ``commit_ts`` (None: not in the mirror then, or retired)."""
-    path = config.table_location(table.schema, table.table)
+    path = config.mirror.address(table)
     version = table_state.version_before(spark, path, commit_ts)
     if version is None:
         return None

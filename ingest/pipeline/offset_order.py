@@ -36,6 +36,7 @@ from ingest.pipeline.batch import (
     cache_once_per_position,
     check_bad_ratio,
     check_partitions,
+    held_states,
     quarantine_undecodable,
 )
 from ingest.pipeline.parallel import apply_tables
@@ -47,7 +48,7 @@ from ingest.plan import schema as plan_schema
 from ingest.registry import registry_for
 from ingest.spark import cached
 from ingest.spark_decode import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
-from ingest.state import ddl_history, progress, quarantine, table_state
+from ingest.state import ddl_history, progress, quarantine
 from ingest.state.table_state import state_to_metadata
 
 logger = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ def _process(
     ordered = sorted(reads)
     position = {table: number for number, table in enumerate(ordered, start=1)}
 
+    held = held_states(spark, config, committed)
+    progress.begin_run(spark, config.state_path, config.stream_id, run_id, ordered)
     leases = TableSessions(spark, dml, config.table_parallelism)
     # A writer schema's entry is placed at the newest row that uses it, wherever the table's state is.
     listed = ddl_history.Listed(config.state_path, ordered, 0)
@@ -121,7 +124,7 @@ def _process(
                 reads[table],
                 lease.dml,
                 book,
-                committed,
+                held.get(table, TableState()),
                 run_id,
                 listed,
                 second_pass=second_pass,
@@ -134,10 +137,7 @@ def _process(
     try:
         applied = apply_tables(spark, ordered, first_pass, config.table_parallelism, sessions=leases)
         reports = {table: applied[table][0] for table in ordered}
-        states: dict[TableId, TableState] = {
-            **committed.tables,
-            **{t: state for t, (_, state) in applied.items()},
-        }
+        states: dict[TableId, TableState] = {**held, **{t: state for t, (_, state) in applied.items()}}
         conversion_bad = sum(r.quarantined for r in reports.values())
         check_bad_ratio(config, bad + conversion_bad, records)
         # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.
@@ -216,7 +216,7 @@ def _apply_table(
     read: _TableRead,
     dml: DataFrame,
     book: ta.SchemaBook,
-    committed: progress.Progress,
+    state: TableState,
     run_id: int,
     listed: ddl_history.Listed,
     *,
@@ -228,8 +228,7 @@ def _apply_table(
     may yet fail on max-bad-ratio, and then no table may have gone past them. The second pass merges it
     past them, without quarantining them again.
     """
-    path = config.table_location(table.schema, table.table)
-    state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    path = config.mirror.address(table)
     report = TableReport(table, applied_ts=state.applied_ts)
     exists = apply_schema.table_exists(spark, path)
     latest = plan_avro.newest(read.uses) if read.uses else None

@@ -60,7 +60,7 @@ def _before(spark: SparkSession, path: str, before_ts: int | None) -> int | None
 def _create_like(
     spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str
 ) -> str | None:
-    source = config.table_location(change.source.schema, change.source.table)
+    source = config.mirror.address(change.source)
     version = _before(spark, source, change.before_ts)
     if not apply_schema.copy_table(
         spark, source, path, change.table, metadata, with_rows=False, version=version
@@ -70,7 +70,7 @@ def _create_like(
 
 
 def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
-    source = config.table_location(change.source.schema, change.source.table)
+    source = config.mirror.address(change.source)
     version = _before(spark, source, change.before_ts)
     if not apply_schema.copy_table(spark, source, path, change.table, metadata, version=version):
         logger.warning(
@@ -79,7 +79,7 @@ def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any
 
 
 def _exchange(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
-    partner = config.table_location(change.partner.schema, change.partner.table)
+    partner = config.mirror.address(change.partner)
     version = _before(spark, partner, change.before_ts)
     apply_schema.exchange_rows(spark, path, partner, change, version, metadata)
 

@@ -35,6 +35,7 @@ from ingest.pipeline.batch import (
     cache_once_per_position,
     check_bad_ratio,
     check_partitions,
+    held_states,
     over_bad_ratio,
     quarantine_undecodable,
     stop_on_fatal,
@@ -173,7 +174,8 @@ def _process(
     stamps = _row_stamps(dml, [t for t in by_table if any(s.table == t for s in signatures)])
 
     reports: dict[TableId, TableReport] = {}
-    states: dict[TableId, TableState] = dict(committed.tables)
+    states = held_states(spark, config, committed)
+    progress.begin_run(spark, config.state_path, config.stream_id, run_id, tables)
     sessions = TableSessions(spark, dml, config.table_parallelism)
     listed = ddl_history.Listed(config.state_path, by_table, min((d.commit_ts for d in ddls), default=0))
 
@@ -196,7 +198,7 @@ def _process(
                     signatures,
                     by_table.get(table, []),
                     min(bound, bounds.get(table, g)),
-                    committed,
+                    states.get(table, TableState()),
                     run_id,
                     schemas,
                     held_through,
@@ -452,7 +454,7 @@ def _apply_table(
     signatures: list[TableSignature],
     ddls: list[DdlEvent],
     g: int,
-    committed: progress.Progress,
+    state: TableState,
     run_id: int,
     schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     held_through: int | None = None,
@@ -461,7 +463,8 @@ def _apply_table(
     *,
     listed: ddl_history.Listed,
 ) -> tuple[TableReport, TableState, SchemaChangeRejected | None]:
-    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound).
+    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound), from
+    ``state``, what the table holds.
 
     A DDL refused on the table ends its work there: what was applied below it is returned with the refusal.
 
@@ -470,8 +473,7 @@ def _apply_table(
     are already quarantined. ``row_stamps``: the sorted commit_ts of the table's rows in the batch, where
     known; segments between DDLs that hold none are skipped.
     """
-    path = config.table_location(table.schema, table.table)
-    state = table_state.read_table_state(spark, path) or committed.tables.get(table, TableState())
+    path = config.mirror.address(table)
     applied_before = state.applied_ts
     if config.codec.offset_order:
         # Best effort: a row older than what the table already holds may be new (its partition lagged);
@@ -528,11 +530,10 @@ def _apply_table(
         report.applied_ts = state.applied_ts
     state = replace(state, applied_ts=max(state.applied_ts, applied_before))
     report.applied_ts = state.applied_ts
-    if config.table_name_template and apply_schema.table_exists(spark, path):
-        name = config.catalog_name(table.schema, table.table)
-        if name:
-            with table_state.exclusive_write(spark):
-                apply_schema.register_catalog_table(spark, name, path)
+    alias = config.mirror.alias(table)
+    if alias and apply_schema.table_exists(spark, path):
+        with table_state.exclusive_write(spark):
+            apply_schema.register_catalog_table(spark, alias, path)
     return report, state, refused
 
 
@@ -541,7 +542,7 @@ def _held_state(
 ) -> TableState:
     """What a table that failed part-way holds: its newest commit's state (each of its commits records one,
     so a failure anywhere leaves a state the next batch resumes from, as after a kill)."""
-    path = config.table_location(table.schema, table.table)
+    path = config.mirror.address(table)
     try:
         held = table_state.read_table_state(spark, path)
     except Exception:  # the table cannot even be read: it holds what progress last said

@@ -11,7 +11,7 @@ Two places, by design:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import orjson
@@ -57,6 +57,10 @@ class Progress:
     # Tables this run stopped on an error of their own (not a refused DDL: the DDL history lists those),
     # with the error; each is tried again by the next run.
     failed: dict[TableId, str] = field(default_factory=dict)
+    # Tables a run begun after this one may have written before it stopped short of its progress row (a
+    # crash, a kill) or that a command changed outside a run (a re-sync): their state here may be behind
+    # their own, which their newest commits hold. Every other table's state here is its own.
+    unfinished: frozenset[TableId] = frozenset()
 
 
 def progress_path(state_path: str) -> str:
@@ -64,24 +68,55 @@ def progress_path(state_path: str) -> str:
 
 
 def load_progress(spark: SparkSession, state_path: str, stream_id: str) -> Progress:
-    """The latest committed progress of a stream, or an empty one."""
+    """The latest committed progress of a stream, or an empty one, with the tables that runs begun after it
+    may have written (``Progress.unfinished``)."""
     path = progress_path(state_path)
     if not delta_io.is_delta_table(spark, path):
         return Progress()
+    attempt = F.col("stream_id") == _attempts(stream_id)
     # One aggregate, not a sort, planned whole: a single job whatever the number of rows (adaptive
     # execution would make a job of each of its three stages).
-    newest = F.max_by(F.struct("run_id", "global_watermark", "state"), "run_id")
+    newest = F.max_by(F.struct("run_id", "global_watermark", "state"), F.when(~attempt, F.col("run_id")))
+    begun = F.collect_list(F.when(attempt, F.struct("run_id", "state")))
     with planned_whole(spark):
         row = (
             delta_io.read(spark, path)
-            .where(F.col("stream_id") == stream_id)
-            .agg(newest.alias("newest"))
+            .where(F.col("stream_id").isin(stream_id, _attempts(stream_id)))
+            .agg(newest.alias("newest"), begun.alias("begun"))
             .first()
         )
-    if row is None or row["newest"] is None:
+    if row is None:
         return Progress()
-    row = row["newest"]
-    return parse_run(int(row["run_id"]), int(row["global_watermark"]), row["state"])
+    committed = Progress()
+    if row["newest"] is not None and row["newest"]["run_id"] is not None:
+        last = row["newest"]
+        committed = parse_run(int(last["run_id"]), int(last["global_watermark"]), last["state"])
+    unfinished = {
+        _tid(name)
+        for entry in row["begun"] or []
+        if int(entry["run_id"]) > committed.run_id
+        for name in orjson.loads(entry["state"])["tables"]
+    }
+    return replace(committed, unfinished=frozenset(unfinished))
+
+
+def _attempts(stream_id: str) -> str:
+    """Where a stream's begun runs are noted: a stream id of its own, which every reader of runs passes by
+    (``stream-id`` holds no control character)."""
+    return stream_id + "\x00begun"  # as prune_runs spells it in SQL
+
+
+def begin_run(
+    spark: SparkSession, state_path: str, stream_id: str, run_id: int, tables: list[TableId]
+) -> None:
+    """Note, before a run (or a command outside runs) writes to ``tables``, that it is about to: until its
+    progress row commits, the next run reads those tables' state from their own newest commits instead of
+    from progress. One small append; the only way a table's own state can be ahead of progress."""
+    if not tables:
+        return
+    state = {"tables": sorted(str(t) for t in set(tables))}
+    row = (run_id, _attempts(stream_id), datetime.now(timezone.utc), -1, orjson.dumps(state).decode())
+    delta_io.write(spark.createDataFrame([row], SCHEMA), progress_path(state_path), "append")
 
 
 def parse_run(run_id: int, global_watermark: int, state_text: str) -> Progress:
@@ -136,6 +171,8 @@ def prune_runs(spark: SparkSession, path: str, stream_id: str, run_id: int) -> N
         return
     older = f"stream_id = {delta_io.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
     delta_io.delete(spark, path, older)
+    attempts = f"concat({delta_io.sql_string(stream_id)}, chr(0), 'begun')"
+    delta_io.delete(spark, path, f"stream_id = {attempts} AND run_id <= {run_id}")
     delta_io.optimize(spark, path)
 
 

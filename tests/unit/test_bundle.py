@@ -17,6 +17,7 @@ from databricks.bundles.jobs import Job
 
 from ingest.cli import _params, _parser
 from ingest.config import IngestConfig
+from ingest.model import TableId
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -83,7 +84,7 @@ def test_default_parameters_make_a_valid_config_through_the_cli(name):
         config = IngestConfig.from_params(_params(_parser().parse_args(arguments)))
         # By default the mirror is catalog tables by name: no path but the Kafka checkpoint's volume.
         assert config.by_name and config.target_catalog == defaults["catalog"] and not config.target_path
-        location = config.table_location("shop", "orders")
+        location = config.mirror.address(TableId("shop", "orders"))
         assert location == "`main`.`tidb_shop`.`orders`"
         if config.kafka is not None:
             assert config.checkpoint_location.startswith("/Volumes/")

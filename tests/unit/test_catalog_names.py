@@ -10,6 +10,7 @@ from ingest import catalog_names
 from ingest.catalog_names import SchemaName, TableName
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
+from ingest.model import TableId
 
 
 def test_a_table_name_is_its_sql_text_with_every_part_backticked():
@@ -63,7 +64,7 @@ def by_name(**params: str) -> IngestConfig:
 
 def test_a_by_name_mirror_puts_tables_and_state_in_the_catalog():
     config = by_name(**{"target-schema": "tidb_{database}"})
-    location = config.table_location("shop", "orders")
+    location = config.mirror.address(TableId("shop", "orders"))
     assert isinstance(location, TableName) and location.parts == ("main", "tidb_shop", "orders")
     assert config.state_path == SchemaName("main", "ticdc_ingest")
     assert by_name(**{"state-schema": "ops.mirror"}).state_path == SchemaName("ops", "mirror")
@@ -110,7 +111,7 @@ def test_every_reading_command_locates_a_mirror_by_name(argv):
     from ingest.cli import _mirror, _parser
 
     mirror = _mirror(_parser().parse_args(argv))
-    assert mirror.table_location("shop", "orders") == TableName("main", "tidb_shop", "orders")
+    assert mirror.mirror.address(TableId("shop", "orders")) == TableName("main", "tidb_shop", "orders")
     assert mirror.state_path == SchemaName("main", "ticdc_ingest")
 
 

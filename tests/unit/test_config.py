@@ -11,7 +11,7 @@ def test_defaults_put_our_state_under_the_target_path():
     config = IngestConfig.from_params(BASE)
     assert config.state_path == "/lake/_ingest"
     assert config.timezone == "UTC"
-    assert config.table_location("shop", "orders") == "/lake/shop/orders"
+    assert config.mirror.address(TableId("shop", "orders")) == "/lake/shop/orders"
     assert config.partitions is None
 
 
@@ -64,7 +64,7 @@ def test_tables_in_a_volume_cannot_be_registered_in_the_catalog(target):
 
 def test_catalog_name_from_template():
     config = IngestConfig.from_params({**BASE, "table_name_template": "main.{database}.{table}"})
-    assert config.catalog_name("shop", "orders") == "main.shop.orders"
+    assert config.mirror.alias(TableId("shop", "orders")) == "main.shop.orders"
 
 
 def test_simple_avro_with_compression_and_claim_check():
@@ -86,7 +86,7 @@ def test_a_relative_target_path_is_made_absolute_for_delta_sql(tmp_path, monkeyp
     config = IngestConfig.from_params({"input": "in", "target-path": "lakehouse"})
     assert config.target_path == str(tmp_path / "lakehouse")
     assert config.state_path == str(tmp_path / "lakehouse" / "_ingest")
-    assert config.table_location("db", "t") == str(tmp_path / "lakehouse" / "db" / "t")
+    assert config.mirror.address(TableId("db", "t")) == str(tmp_path / "lakehouse" / "db" / "t")
     for uri in ("s3a://bucket/lake", "dbfs:/mnt/lake", "/abs/lake"):
         assert IngestConfig.from_params({"input": "in", "target-path": uri}).target_path == uri
 

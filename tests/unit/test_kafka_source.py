@@ -5,7 +5,7 @@ import pytest
 
 from ingest.config import IngestConfig, KafkaSource, SourceKind, Trigger
 from ingest.errors import ConfigError, OrderingError
-from ingest.model import PartitionId
+from ingest.model import PartitionId, TableId
 from ingest.source.kafka import PartitionSpan, check_no_gap, starting_offsets
 
 KAFKA = {"source": "kafka", "kafka-bootstrap-servers": "b1:9092", "topics": "cdc", "target-path": "/lake"}
@@ -104,7 +104,6 @@ def test_cli_takes_kafka_options_with_or_without_equals():
 
 
 def test_batch_result_survives_its_json_in_the_metrics_table():
-    from ingest.model import TableId
     from ingest.pipeline import BatchResult, TableReport
 
     t = TableId("shop", "orders")

@@ -8,6 +8,7 @@ package.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -21,7 +22,7 @@ PACKAGE = ROOT / "ingest"
 # Layers from the bottom up; a module may import its own layer and the ones below it. A name matches a
 # module and everything under it (``ingest.decode`` covers ``ingest.decode.simple``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("model", ("ingest.model", "ingest.errors", "ingest.catalog_names")),
+    ("model", ("ingest.model", "ingest.errors", "ingest.catalog_names", "ingest.mirror")),
     ("decode", ("ingest.parameters", "ingest.secrets", "ingest.decode")),
     ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules",
                              "ingest.verify_rules")),
@@ -39,7 +40,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
 ]  # fmt: skip
 PURE = [
-    "ingest.model", "ingest.errors", "ingest.catalog_names", "ingest.parameters", "ingest.decode",
+    "ingest.model", "ingest.errors", "ingest.catalog_names", "ingest.mirror", "ingest.parameters",
+    "ingest.decode",
     "ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules", "ingest.verify_rules",
     "testkit.sample", "testkit.workload", "testkit.ddl_spelling",
 ]  # fmt: skip
@@ -218,3 +220,27 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# A table's location made from strings: `<root>/<database>/<table>` joined by hand (an f-string or a Path
+# join, other than under the mirror's own `_ingest`), or the configuration asked for a location by name.
+_HAND_MADE = [
+    re.compile(r"\}/\{[^}]*\btable\b[^}]*\}"),
+    re.compile(r'\{(lake|root|target|lakehouse)\}/(?!_ingest)[A-Za-z]\w*/[A-Za-z]\w*"'),
+    re.compile(r'\b(lake|root|target|lakehouse)\s*/\s*"(?!_ingest)[A-Za-z]\w*"\s*/\s*"[A-Za-z]\w*"'),
+    re.compile(r"\.table_location\("),
+]
+LOCATOR = ROOT / "ingest" / "mirror.py"
+
+
+def test_no_table_location_is_built_from_strings_outside_the_locator():
+    """Product, bench and tests ask ``Mirror.address`` where a table is; nothing else joins its parts."""
+    found = []
+    for folder in ("ingest", "bench", "tests", "testkit", "notebooks", "jobs"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == LOCATOR or path == Path(__file__):
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if any(p.search(line) for p in _HAND_MADE):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == []

@@ -4,6 +4,7 @@ import pytest
 
 from ingest.config import LoadConfig
 from ingest.errors import ConfigError
+from ingest.model import TableId
 
 
 def test_defaults_are_dumplings_and_the_state_path_is_the_mirrors():
@@ -16,7 +17,7 @@ def test_defaults_are_dumplings_and_the_state_path_is_the_mirrors():
     )
     # Relative local paths are made absolute (Delta's SQL takes absolute paths only).
     assert config.state_path == os.path.abspath("lake/_ingest") and not config.force
-    assert config.stream.table_location("shop", "orders") == os.path.abspath("lake/shop/orders")
+    assert config.stream.mirror.address(TableId("shop", "orders")) == os.path.abspath("lake/shop/orders")
 
 
 def test_csv_flags_as_typed_on_a_shell():

@@ -17,7 +17,7 @@ import pytest
 from delta.tables import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 from mutations import BYTE_MUTATION, mutate_bytes
 
 from ingest.cli import main
@@ -61,7 +61,7 @@ def mirror(spark, stream: Stream, input_dir: Path, lake: Path, **params: str) ->
 
 
 def fields(spark, lake: Path, table: TableId) -> list[tuple[str, str]]:
-    schema = DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").toDF().schema
+    schema = DeltaTable.forPath(spark, located(lake, table)).toDF().schema
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
 

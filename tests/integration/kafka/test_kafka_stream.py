@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
-from mirror import delta_rows, expected_rows, location_rows
+from mirror import delta_rows, expected_rows, located, location_rows
 
 from ingest.config import IngestConfig
 from ingest.errors import OrderingError
@@ -71,7 +71,7 @@ def assert_mirror_exact(spark, lake, stream: Stream, tables: list[TableId]) -> i
     for table in tables:
         expected = expected_rows(stream, table, g)
         assert delta_rows(spark, str(lake), table) == expected, table
-        path = f"{lake}/{table.schema}/{table.table}"
+        path = located(lake, table)
         assert spark.read.format("delta").load(path).count() == len(expected), table
     return g
 
@@ -326,7 +326,7 @@ def test_a_kafka_mirror_by_name_keeps_only_its_checkpoint_at_a_path(spark, feed,
         mirror.await_termination()
         [result] = mirror.results()
         assert result.metrics()["tables"]["app.t"]["applied"] == 3
-        location = config.table_location(T.schema, T.table)
+        location = config.mirror.address(T)
         assert location_rows(spark, location) == expected_rows(stream, T, stream.complete_watermark())
         state = {r.tableName for r in spark.sql(f"SHOW TABLES IN spark_catalog.{schema}_ingest").collect()}
         assert {"progress", "metrics"} <= state

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 from kill import CHILD, child_env
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 from pyspark.sql import functions as F
 from test_avro import T as ORDERS
 from test_avro import U, scenario
 
+from ingest.model import TableId
+from ingest.state.progress import progress_path
 from testkit.local_services import MIRROR_USER, create_topic, produce_records
 from testkit.sample import Stream
 
@@ -106,7 +108,8 @@ def test_no_secret_reaches_a_log_a_table_a_file_or_an_error(spark, kafka_broker,
         assert leaked(path.read_bytes().decode("latin-1")) == [], path
 
     tables = delta_tables(lake)
-    assert {str(lake / "shop" / "orders"), str(lake / "_ingest" / "progress")} <= {str(t) for t in tables}
+    expected = {located(lake, TableId("shop", "orders")), progress_path(str(lake / "_ingest"))}
+    assert expected <= {str(t) for t in tables}
     for table in tables:
         frame = spark.read.format("delta").load(str(table))
         cells = frame.select(F.to_json(F.struct(*frame.columns)).alias("row")).collect()

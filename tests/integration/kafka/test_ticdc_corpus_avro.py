@@ -10,9 +10,11 @@ import json
 import logging
 from pathlib import Path
 
+from mirror import located
 from ticdc_fixture import CORPUS, differences, expected_tables
 
 from ingest.config import IngestConfig
+from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state.ddl_history import history_path
 from testkit.local_services import SecuredRegistry
@@ -56,7 +58,9 @@ def mirror(spark, records: Path, lake: Path, secured: SecuredRegistry, **params:
 
 def mirrored(spark, lake: Path, name: str) -> list[dict]:
     database, table = name.split(".")
-    return [r.asDict() for r in spark.read.format("delta").load(f"{lake}/{database}/{table}").collect()]
+    return [
+        r.asDict() for r in spark.read.format("delta").load(located(lake, TableId(database, table))).collect()
+    ]
 
 
 def test_every_cell_lands_with_the_default_the_user_gives(spark, secured_registry, tmp_path):

@@ -7,11 +7,12 @@ import shutil
 import subprocess
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
 from kill import child_env
-from mirror import expected_rows, normalize
+from mirror import expected_rows, located, normalize
 
 from ingest import asof
 from ingest.cli import main
@@ -67,7 +68,7 @@ def test_cli_prints_g_and_a_query_per_table_that_reads_upstream_at_g(spark, mirr
     statements = [line for line in out.splitlines() if line.startswith("SELECT")]
     assert len(statements) == 3
     for statement, table in zip(statements, sorted(TABLES), strict=True):
-        assert f"/{table.schema}/{table.table}`" in statement
+        assert f"delta.`{located(h.lake, table)}`" in statement
         got = _rows(spark.sql(statement), h.stream._tables[table].schema.key)
         assert got == expected_rows(h.stream, table, h.gs[1])
 
@@ -153,7 +154,7 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
     resolve = READERS[reader]
     lake = tmp_path / "lake"
     shutil.copytree(h.lake, lake)
-    customers = f"{lake}/shop/customers"
+    customers = located(lake, TableId("shop", "customers"))
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     try:
         spark.sql(f"VACUUM delta.`{customers}` RETAIN 0 HOURS")
@@ -164,7 +165,7 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
     assert resolve(spark, str(lake), h.gs[2]).g == h.gs[2]  # the newest version is intact
 
     # The log of orders loses its first commits (as Delta's log cleanup does once a checkpoint covers them).
-    orders = lake / "shop" / "orders"
+    orders = Path(located(lake, TableId("shop", "orders")))
     spark.sql(f"ALTER TABLE delta.`{orders}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
     newest = max(int(p.stem) for p in (orders / "_delta_log").glob("*.json"))
     assert (orders / "_delta_log" / f"{newest:020d}.checkpoint.parquet").exists()

@@ -73,13 +73,15 @@ def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, var
     problems = {}
     for name, expected in expected_tables(CORPORA[corpus]).items():
         database, table = name.split(".")
-        found = differences(expected, upstream_rows(spark, config.table_location(database, table)), ours=None)
+        found = differences(
+            expected, upstream_rows(spark, config.mirror.address(TableId(database, table))), ours=None
+        )
         if found:
             problems[name] = found
     assert problems == {}
     for name in expected_gone(CORPORA[corpus]):
         database, table = name.split(".")
-        location = config.table_location(database, table)
+        location = config.mirror.address(TableId(database, table))
         assert isinstance(location, TableName)
         if apply_schema.table_exists(spark, location):
             assert apply_schema.table_info(spark, location).retired, name
@@ -99,7 +101,7 @@ def test_a_creation_a_kill_cut_off_from_its_catalog_entry_is_made_again(spark, p
     stream.watermark(stream.tso(3))
     stream.write(tmp_path / "in")
     config = by_name(prefix, input=str(tmp_path / "in"))
-    location = config.table_location(T.schema, T.table)
+    location = config.mirror.address(T)
     assert isinstance(location, TableName)
     delta_io.ensure_schema(spark, location)
     left = delta_io.managed_location(spark, location)
@@ -176,7 +178,7 @@ def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
     load_dumpling(spark, load)
     stream = load.stream
     for table in creates:
-        rows = location_rows(spark, stream.table_location(table.schema, table.table))
+        rows = location_rows(spark, stream.mirror.address(table))
         assert rows == expected_rows(s, table, snapshot), table
     report = verify_snapshot(spark, load)
     assert report.matches, report.render()
@@ -186,7 +188,7 @@ def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
     run_files(spark, config)
     final = s.complete_watermark()
     for table in [*creates, late]:
-        rows = location_rows(spark, config.table_location(table.schema, table.table))
+        rows = location_rows(spark, config.mirror.address(table))
         assert rows == expected_rows(s, table, final), table
 
     answer = asof.resolve(spark, config, final)
@@ -231,7 +233,7 @@ def test_replays_buffered_rows_and_a_lost_progress_table_by_name(spark, prefix, 
     s.watermark(s.tso(135))
     config = config_of()
     g = s.complete_watermark()
-    location = config.table_location(T.schema, T.table)
+    location = config.mirror.address(T)
     assert location_rows(spark, location) == expected_rows(s, T, g) == {(2,): {"id": 2, "v": "above G"}}
     assert delta_io.read(spark, catalog_names.child(config.state_path, "buffer")).count() == 0
 
@@ -274,7 +276,7 @@ def test_a_table_name_the_catalog_cannot_hold_stops_that_table_with_the_fix(spar
     assert set(stopped.value.stopped) == {bad}
     message = str(stopped.value.stopped[bad])
     assert "the catalog refuses this name" in message and "--target-path" in message
-    assert location_rows(spark, config.table_location(T.schema, T.table)) == expected_rows(s, T, s.tso(10))
+    assert location_rows(spark, config.mirror.address(T)) == expected_rows(s, T, s.tso(10))
     history = ddl_history.read(spark, config.state_path)
     assert history is not None
     assert [r["action"] for r in history.where(f"table = '{bad}'").collect()] == [ddl_history.REJECTED]

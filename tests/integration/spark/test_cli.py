@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from kill import child_env
-from mirror import delta_rows, expected_rows, location_rows
+from mirror import delta_rows, expected_rows, located, location_rows
 
 from ingest.cli import main
 from ingest.model import TableId
@@ -63,12 +63,12 @@ def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(spark,
     for table in tables:
         before[table] = delta_rows(spark, str(lake), table)
         assert before[table] == expected_rows(stream, table, g)
-    heads = {t: _head_version(spark, f"{lake}/{t.schema}/{t.table}") for t in tables}
+    heads = {t: _head_version(spark, located(lake, t)) for t in tables}
     assert "run 1:" in out
     _demo(lake, capsys)
     for table in tables:
         assert delta_rows(spark, str(lake), table) == before[table]
-        version = _head_version(spark, f"{lake}/{table.schema}/{table.table}")
+        version = _head_version(spark, located(lake, table))
         assert version == heads[table], f"{table} got a new Delta version on a replay"
 
 

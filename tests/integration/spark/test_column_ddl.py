@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 from pyspark.sql import types as T
 
 from ingest.apply.convert import is_widening
@@ -28,7 +28,8 @@ def rows(spark, lake):
 
 def schema(spark, lake):
     return {
-        f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(f"{lake}/app/m").schema
+        f.name: f.dataType.simpleString()
+        for f in spark.read.format("delta").load(located(lake, TableId("app", "m"))).schema
     }
 
 
@@ -109,7 +110,10 @@ def test_a_type_change_that_rewrites_values_stops_under_fail_with_table_column_t
         spark.read.format("delta").load(f"{lake}/_ingest/ddl_history").where("action = 'rejected'").collect()
     )
     assert len(entries) == 1 and "note" in entries[0]["detail"]
-    assert DeltaTable.forPath(spark, f"{lake}/app/m").toDF().schema["note"].dataType == T.StringType()
+    assert (
+        DeltaTable.forPath(spark, located(lake, TableId("app", "m"))).toDF().schema["note"].dataType
+        == T.StringType()
+    )
 
 
 def test_create_table_like_and_an_unknown_ddl_skipped_by_policy(spark, run, lake):
@@ -128,7 +132,7 @@ def test_create_table_like_and_an_unknown_ddl_skipped_by_policy(spark, run, lake
     with pytest.raises(TablesStopped, match="ALTER CHECK"):
         run(s)  # the default policy stops the table before a DDL it does not know
     run(s, **{"unknown-ddl": "skip"})
-    copied = spark.read.format("delta").load(f"{lake}/app/m2")
+    copied = spark.read.format("delta").load(located(lake, TableId("app", "m2")))
     assert {f.name: f.dataType.simpleString() for f in copied.schema} == schema(spark, lake)
     assert [r["id"] for r in copied.collect()] == [1]
     skipped = (
@@ -148,7 +152,10 @@ def test_a_type_change_rewrites_every_row_by_default_or_refuses(spark, run, lake
     s.insert(m, {"id": 3, "qty": "seven", "price": Decimal("3.00"), "note": "c"}, s.tso(4))
     s.watermark(s.tso(5))
     run(s)
-    rows = {r["id"]: r["qty"] for r in spark.read.format("delta").load(f"{lake}/app/m").collect()}
+    rows = {
+        r["id"]: r["qty"]
+        for r in spark.read.format("delta").load(located(lake, TableId("app", "m"))).collect()
+    }
     assert rows == {1: "5", 2: None, 3: "seven"}  # MySQL renders INT 5 as '5'
     assert schema(spark, lake)["qty"] == "string"
     # Back to INT: 'seven' has no INT value, so the rewrite refuses instead of writing NULL.

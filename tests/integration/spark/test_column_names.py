@@ -80,7 +80,7 @@ def test_any_column_name_survives_load_verify_stream_as_of_and_resync(spark, tmp
     try:
         load = LoadConfig.from_params({"input": str(export), "timezone": s.tz_name, **where})
         load_dumpling(spark, load)
-        location = load.stream.table_location(table.schema, table.table)
+        location = load.stream.mirror.address(table)
         assert location_rows(spark, location) == expected_rows(s, table, snapshot)
         report = verify_snapshot(spark, load)
         assert report.matches, report.render()

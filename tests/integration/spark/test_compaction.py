@@ -7,6 +7,7 @@ that every batch is followed by a compaction commit. Files pile up on a table ab
 """
 
 import pytest
+from mirror import located
 
 from ingest import asof, delta_io
 from ingest.apply import merge as apply_merge_module
@@ -47,7 +48,7 @@ def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp
     workload.create_tables()
     workload.insert_rows(20)
     lake = tmp_path / "lake"
-    path = str(lake / "bench" / "t0")
+    path = located(lake, TableId("bench", "t0"))
     points = []
     for batch in range(3):
         if batch:
@@ -82,7 +83,7 @@ def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp
 
 def test_compaction_off_creates_tables_without_it_and_a_renamed_table_keeps_its_setting(spark, run, lake):
     def compacts(table: TableId) -> str | None:
-        return delta_io.properties(spark, f"{lake}/{table.schema}/{table.table}").get(AUTO_COMPACT)
+        return delta_io.properties(spark, located(lake, table)).get(AUTO_COMPACT)
 
     s = Stream(topic="cdc", partitions=1)
     plain = s.create_table("CREATE TABLE `app`.`plain` (`id` int PRIMARY KEY, `v` int)", s.tso(1))
@@ -103,5 +104,5 @@ def test_compaction_off_creates_tables_without_it_and_a_renamed_table_keeps_its_
     s.watermark(s.tso(6))
     run(s, compaction="off")
     assert compacts(renamed) == "true"
-    rows = delta_io.read(spark, f"{lake}/{renamed.schema}/{renamed.table}").collect()
+    rows = delta_io.read(spark, located(lake, renamed)).collect()
     assert sorted(r["id"] for r in rows) == [1, 2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from kill import child_env
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.config import IngestConfig
 from ingest.model import TableId
@@ -126,9 +126,7 @@ def test_restart_after_sigkill_ends_like_an_uninterrupted_run(spark, tmp_path: P
 def _head(spark, lake: Path, table: TableId) -> int:
     from delta.tables import DeltaTable
 
-    return int(
-        DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").history(1).first()["version"]
-    )
+    return int(DeltaTable.forPath(spark, located(lake, table)).history(1).first()["version"])
 
 
 PARALLEL_CHILD = textwrap.dedent(

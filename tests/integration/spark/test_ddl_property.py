@@ -12,7 +12,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 from test_property import run_in_batches
 
 from ingest.model import TableId
@@ -105,9 +105,7 @@ def build(ops: list[tuple], partitions: int) -> tuple[Stream, list[TableId]]:
 def _retired(spark, lake, table: TableId) -> bool:
     from delta.tables import DeltaTable
 
-    properties = (
-        DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").detail().first()["properties"]
-    )
+    properties = DeltaTable.forPath(spark, located(lake, table)).detail().first()["properties"]
     return properties.get("ticdc.retired", "no") != "no"
 
 

@@ -8,7 +8,7 @@ import copy
 from pathlib import Path
 
 import pytest
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.config import IngestConfig
 from ingest.errors import SchemaChangeRejected, TablesStopped, TooManyBadRecords
@@ -104,4 +104,6 @@ def test_every_table_stopped_in_a_parallel_batch_is_reported_and_the_rest_goes_o
     # The third table went on; progress moved past everything, the two tables' DDLs wait in the buffer.
     committed = load_progress(spark, f"{lake}/_ingest", "default")
     assert committed.run_id == 2 and committed.buffered == 2
-    assert sorted(r["id"] for r in spark.read.format("delta").load(f"{lake}/shop/c").collect()) == [1, 2]
+    assert sorted(
+        r["id"] for r in spark.read.format("delta").load(located(lake, TableId("shop", "c"))).collect()
+    ) == [1, 2]

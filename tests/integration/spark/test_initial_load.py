@@ -12,7 +12,7 @@ from decimal import Decimal
 import orjson
 import pytest
 from dumpling_export import Dialect, write_export
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 from pyspark.sql import functions as F
 
 from ingest import delta_io
@@ -123,7 +123,7 @@ def _history():
 
 
 def _table_path(lake, table: TableId) -> str:
-    return f"{lake}/{table.schema}/{table.table}"
+    return located(lake, table)
 
 
 def _assert_loaded_at_snapshot(spark, lake, s, snapshot, creates):

@@ -30,7 +30,7 @@ from kill import (
     run_args,
     run_killed,
 )
-from mirror import corpus_problems, delta_rows, expected_rows
+from mirror import corpus_problems, delta_rows, expected_rows, located
 from ticdc_fixture import CORPORA
 
 from ingest.config import IngestConfig, LoadConfig
@@ -71,7 +71,7 @@ def test_tables_whose_creation_was_cut_short_are_created_again(
     input_dir, lake = tmp_path / "in", tmp_path / "lake"
     stream.write(input_dir)
     if where in ("mirrored", "both"):
-        _cut_short(lake / "app" / "t")
+        _cut_short(Path(located(lake, TableId("app", "t"))))
     if where == "both":
         for name in STATE_TABLES:
             _cut_short(lake / "_ingest" / name)
@@ -204,7 +204,7 @@ def test_initial_load_killed_at_random_instants_then_run_again_loads_the_snapsho
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, snapshot), (
             f"{table}; {why}"
         )
-        state = table_state.read_table_state(spark, f"{lake}/{table.schema}/{table.table}")
+        state = table_state.read_table_state(spark, located(lake, table))
         assert state.applied_ts == snapshot
     assert set(progress.load_progress(spark, f"{lake}/_ingest", "default").tables) == set(creates), why
     with pytest.raises(ConfigError, match="already holds a mirror"):  # done: a second load is refused
@@ -219,7 +219,7 @@ def test_resync_killed_right_after_its_first_commit_on_the_table_loses_no_row(sp
         {"input": str(input_dir), "target-path": str(lake), "max-bad-ratio": "0.5"}
     )
     run_files(spark, config)
-    log = lake / "app" / "t" / "_delta_log"
+    log = Path(located(lake, TableId("app", "t"))) / "_delta_log"
     before = set(log.glob("*.json"))
 
     child = child_process(

@@ -2,9 +2,11 @@
 
 from datetime import datetime
 
+from mirror import located
+
 from ingest.apply.merge import INSERT_COLUMN, ChangeSummary, slot, summarize
 from ingest.config import IngestConfig
-from ingest.model import BAD_COLUMN
+from ingest.model import BAD_COLUMN, TableId
 from ingest.pipeline import run_files
 from testkit.workload import Mix, Workload, WorkloadSpec, write_records
 
@@ -17,7 +19,7 @@ def test_merge_with_key_bounds_keeps_the_result_and_bounds_skip_files_outside(sp
     first = tmp_path / "in-1"
     write_records(workload.take(), first, topic="tidb_cdc")
     run_files(spark, IngestConfig.from_params({"input": str(first), "target-path": str(lake)}))
-    path = str(lake / "bench" / "t0")
+    path = located(lake, TableId("bench", "t0"))
     # Four files of ten keys each, in key order.
     rows = spark.read.format("delta").load(path)
     rows.repartitionByRange(4, "id").sortWithinPartitions("id").write.format("delta").mode("overwrite").save(

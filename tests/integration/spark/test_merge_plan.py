@@ -5,11 +5,13 @@ import json
 from pathlib import Path
 
 import pytest
+from mirror import located
 from pyspark.sql import functions as F
 
 from ingest.apply import merge as apply_merge_module
 from ingest.apply.merge import RANK_COLUMN, apply_merge, slot
 from ingest.config import IngestConfig
+from ingest.model import TableId
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import run_files
 from ingest.state.table_state import COMMIT_TS_COLUMN, session_confs
@@ -43,7 +45,7 @@ def test_inserts_only_merge_with_the_insert_clause_and_the_table_size_picks_how_
     workload.create_tables()
     workload.insert_rows(60)
     lake = tmp_path / "lake"
-    path = str(lake / "bench" / "t0")
+    path = located(lake, TableId("bench", "t0"))
     for step in ("inserts", "changes"):
         if step == "changes":
             workload.changes(80, Mix.UPDATE_HEAVY)

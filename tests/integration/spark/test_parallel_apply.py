@@ -100,11 +100,12 @@ def test_a_batch_applied_in_table_sessions_leaves_the_callers_session_as_it_was(
         ["app.a", "app.b", "app.c"], 4
     )
     assert {key: spark.conf.get(key, None) for key in before} == before
-    rows = spark.read.format("delta").load(config.table_location("app", "b")).orderBy("id").collect()
+    rows = spark.read.format("delta").load(config.mirror.address(TableId("app", "b"))).orderBy("id").collect()
     assert [(r["id"], r["v"]) for r in rows] == [(0, "b0"), (1, "new"), (2, "b2"), (3, "b3")]
     for name in "abc":
         assert (
-            read_table_state(spark, config.table_location("app", name)).applied_ts == result.global_watermark
+            read_table_state(spark, config.mirror.address(TableId("app", name))).applied_ts
+            == result.global_watermark
         )
 
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from delta.tables import DeltaTable
 from dumpling_export import write_export
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.config import LoadConfig
 from ingest.errors import TablesStopped
@@ -27,14 +27,12 @@ RANGES = RangePartitions("id", (("p0", 10), ("p1", 20), ("p2", 30)))
 
 
 def columns(spark, lake, table: TableId = P) -> list[tuple[str, str]]:
-    schema = spark.read.format("delta").load(f"{lake}/{table.schema}/{table.table}").schema
+    schema = spark.read.format("delta").load(located(lake, table)).schema
     return [(f.name, f.dataType.simpleString()) for f in schema.fields if not f.name.startswith("_tidb_")]
 
 
 def recorded_partitions(spark, lake, table: TableId = P) -> list[str]:
-    properties = (
-        DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").detail().first()["properties"]
-    )
+    properties = DeltaTable.forPath(spark, located(lake, table)).detail().first()["properties"]
     return [p["name"] for p in orjson.loads(properties["ticdc.partitioning"])["partitions"]]
 
 

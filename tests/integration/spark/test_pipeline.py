@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, TablesStopped, TooManyBadRecords
@@ -21,7 +21,7 @@ T = TableId("app", "t")
 
 
 def versions(spark, lake, table: TableId) -> int:
-    return DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").history().count()
+    return DeltaTable.forPath(spark, located(lake, table)).history().count()
 
 
 def rows(spark, lake, table: TableId = T) -> dict:
@@ -95,7 +95,7 @@ def test_nothing_above_g_is_applied_until_the_slowest_partition_catches_up(spark
     stream.watermark(stream.tso(t + 2), partitions=[0])
     first = run(stream)
     assert first.global_watermark == 0
-    assert not DeltaTable.isDeltaTable(spark, f"{lake}/app/t")
+    assert not DeltaTable.isDeltaTable(spark, located(lake, TableId("app", "t")))
     assert first.tables[T].pending == 2
     stream.watermark(stream.tso(t + 1), partitions=[1])
     second = run(stream)
@@ -167,7 +167,9 @@ def test_replayed_suffix_after_a_later_update_does_not_regress(spark, run, lake)
     run(stream)
     assert rows(spark, lake) == {1: {"id": 1, "v": "c"}}
     # Never {1: b} again once the update to c is applied, in any Delta version.
-    history = DeltaTable.forPath(spark, f"{lake}/app/t").history().orderBy("version").collect()
+    history = (
+        DeltaTable.forPath(spark, located(lake, TableId("app", "t"))).history().orderBy("version").collect()
+    )
     seen_c = False
     for entry in history:
         got = rows_at(spark, lake, entry["version"])
@@ -232,7 +234,7 @@ def test_add_column_between_rows_applies_at_its_commit_position(spark, run, lake
     assert rows(spark, lake) == {1: {"id": 1, "v": "a", "c": 7}, 2: {"id": 2, "v": "b", "c": 5}}
     operations = [
         r["operation"]
-        for r in DeltaTable.forPath(spark, f"{lake}/app/t")
+        for r in DeltaTable.forPath(spark, located(lake, TableId("app", "t")))
         .history()
         .orderBy("version")
         .select("operation")
@@ -302,7 +304,7 @@ def test_common_types_land_exactly(spark, run, lake):
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, stream.tso(3)), table
     schema = {
         f.name: f.dataType.simpleString()
-        for f in spark.read.format("delta").load(f"{lake}/shop/orders").schema
+        for f in spark.read.format("delta").load(located(lake, TableId("shop", "orders"))).schema
     }
     assert schema["order_id"] == "decimal(20,0)"
     assert schema["payload"] == "binary"
@@ -346,7 +348,7 @@ def test_bad_records_are_quarantined_with_bytes_and_position_and_fail_the_run_by
     quarantined = spark.read.format("delta").load(f"{lake}/_ingest/quarantine")
     # The run stopped at decoding, before any table was touched: only undecodable records so far.
     assert {r["offset"] for r in quarantined.collect()} == {bad_json, unknown}
-    assert not DeltaTable.isDeltaTable(spark, f"{lake}/app/t") or rows(spark, lake) == {}
+    assert not DeltaTable.isDeltaTable(spark, located(lake, TableId("app", "t"))) or rows(spark, lake) == {}
     # With a tolerance the run goes on: good rows applied, bad ones stay in quarantine (once each).
     result = run(stream, **{"max-bad-ratio": "0.5"})
     assert rows(spark, lake) == {1: {"id": 1, "v": "a"}}
@@ -383,7 +385,7 @@ def test_canal_json_without_the_tidb_extension_is_refused(spark, run, lake):
     )
     with pytest.raises(ConfigError, match=r"enable-tidb-extension=true.*first seen at cdc/0@0"):
         run(stream)
-    assert not DeltaTable.isDeltaTable(spark, f"{lake}/app/t")
+    assert not DeltaTable.isDeltaTable(spark, located(lake, TableId("app", "t")))
 
 
 def test_an_unsupported_ddl_stops_its_table_just_below_it_and_keeps_what_follows(spark, run, lake):

@@ -14,7 +14,7 @@ import orjson
 from delta.tables import DeltaTable
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.config import IngestConfig
 from ingest.model import TableId
@@ -140,7 +140,7 @@ def run_in_batches(
             prefix(stream, fractions, directory)
         result = run_files(spark, IngestConfig.from_params({"input": str(directory), **params}))
         for table, report in result.tables.items():
-            path = f"{lake}/{table.schema}/{table.table}"
+            path = located(lake, table)
             if report.applied_ts and DeltaTable.isDeltaTable(spark, path) and checked(table):
                 assert delta_rows(spark, str(lake), table) == expected_rows(
                     stream, table, report.applied_ts
@@ -149,7 +149,7 @@ def run_in_batches(
 
 
 def check_consistent_versions(spark, lake: Path, stream: Stream, table: TableId) -> int:
-    path = f"{lake}/{table.schema}/{table.table}"
+    path = located(lake, table)
     checked = 0
     for entry in DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect():
         if not entry["userMetadata"] or METADATA_KEY not in entry["userMetadata"]:

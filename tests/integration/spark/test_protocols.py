@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError, TooManyBadRecords
@@ -26,7 +26,7 @@ T = TableId("app", "t")
 
 
 def schema_of(spark, lake, table: TableId) -> list[tuple[str, str]]:
-    df = DeltaTable.forPath(spark, f"{lake}/{table.schema}/{table.table}").toDF()
+    df = DeltaTable.forPath(spark, located(lake, table)).toDF()
     return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
 
 
@@ -81,7 +81,7 @@ def test_simple_rows_wait_for_their_schema_then_apply(spark, run, lake):
     first = run(s, protocol="simple")
     assert first.global_watermark == s.tso(11)
     assert first.tables[T].pending == 1
-    assert not DeltaTable.isDeltaTable(spark, f"{lake}/app/t")
+    assert not DeltaTable.isDeltaTable(spark, located(lake, TableId("app", "t")))
     # TiCDC re-sends a BOOTSTRAP (periodically, or before the next row after a restart).
     s._bootstrapped.discard(T)
     s.insert(T, {"id": 2, "v": "b"}, s.tso(12))

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows
+from mirror import delta_rows, located
 
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, TablesStopped
@@ -82,7 +82,7 @@ def table(spark, lake, t: TableId = T) -> dict:
 
 def versions(spark, lake, t: TableId = T) -> list[dict[str, Any]]:
     """Every Delta version of a table with its rows and our commit metadata."""
-    path = f"{lake}/{t.schema}/{t.table}"
+    path = located(lake, t)
     result = []
     for entry in DeltaTable.forPath(spark, path).history().orderBy("version").collect():
         meta = orjson.loads(entry["userMetadata"])["ticdc-ingest"] if entry["userMetadata"] else {}
@@ -104,7 +104,12 @@ def test_01_basic_in_order_records_commit_ts_and_applied_watermark(spark, tmp_pa
     result = mirror(spark, s, tmp_path, lake)
     assert table(spark, lake) == {1: {"id": 1, "v": "b"}}
     assert result.tables[T].applied_ts == s.tso(120)
-    stored = spark.read.format("delta").load(f"{lake}/app/t").select("_tidb_commit_ts").first()[0]
+    stored = (
+        spark.read.format("delta")
+        .load(located(lake, TableId("app", "t")))
+        .select("_tidb_commit_ts")
+        .first()[0]
+    )
     assert stored == s.tso(110)
     assert versions(spark, lake)[-1]["meta"]["applied_ts"] == s.tso(120)  # visible in DESCRIBE HISTORY
 
@@ -393,7 +398,7 @@ def test_42_reread_after_losing_progress_changes_nothing(spark, tmp_path):
     s.watermark(s.tso(120))
     mirror(spark, s, tmp_path, lake)
     head = len(versions(spark, lake))
-    shutil.rmtree(lake / "_ingest" / "progress")  # the checkpoint is gone: everything is read again
+    shutil.rmtree(f"{lake}/_ingest/progress")  # the checkpoint is gone: everything is read again
     result = mirror(spark, s, tmp_path, lake)
     assert table(spark, lake) == {1: {"id": 1, "v": "b"}}
     assert len(versions(spark, lake)) == head
@@ -401,7 +406,7 @@ def test_42_reread_after_losing_progress_changes_nothing(spark, tmp_path):
 
 
 def retired_mark(spark, lake, t: TableId) -> str:
-    detail = DeltaTable.forPath(spark, f"{lake}/{t.schema}/{t.table}").detail().first()
+    detail = DeltaTable.forPath(spark, located(lake, t)).detail().first()
     return detail["properties"].get("ticdc.retired", "")
 
 
@@ -419,7 +424,8 @@ def test_17_replayed_drop_column_after_re_add_changes_nothing(spark, tmp_path):
     s.watermark(s.tso(126))
     mirror(spark, s, tmp_path, lake)
     schema = {
-        f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(f"{lake}/app/t").schema
+        f.name: f.dataType.simpleString()
+        for f in spark.read.format("delta").load(located(lake, TableId("app", "t"))).schema
     }
     assert schema["c"] == "string"
     assert table(spark, lake) == {1: {"id": 1, "v": "a", "c": None}, 2: {"id": 2, "v": "b", "c": "x"}}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.model import TableId
 from testkit.sample import Stream
@@ -98,12 +98,12 @@ CASES = {
 
 
 def types(spark, lake, table: TableId) -> dict[str, str]:
-    df = spark.read.format("delta").load(f"{lake}/{table.schema}/{table.table}")
+    df = spark.read.format("delta").load(located(lake, table))
     return {f.name: f.dataType.simpleString() for f in df.schema.fields if not f.name.startswith("_tidb_")}
 
 
 def retired(spark, lake, table: TableId) -> str:
-    path = f"{lake}/{table.schema}/{table.table}"
+    path = located(lake, table)
     return str(DeltaTable.forPath(spark, path).detail().first()["properties"]["ticdc.retired"])
 
 

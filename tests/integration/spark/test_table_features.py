@@ -8,8 +8,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
+from ingest import delta_io
 from ingest.model import TableId
 from testkit.sample import Stream
 
@@ -23,7 +24,7 @@ FIRST_ROW = {"id": 1, "v": "one", "n": 5, "d": date(2020, 1, 2), "p": Decimal("9
 
 
 def table_features(spark, lake: Path, table: TableId) -> set[str]:
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{lake}/{table.schema}/{table.table}`").first()
+    detail = delta_io.detail(spark, located(lake, table))
     features = set(detail["tableFeatures"])
     if detail["properties"].get("delta.columnMapping.mode", "none") != "none":
         features.add("columnMapping")
@@ -34,7 +35,7 @@ def read_with_delta_rs(lake: Path, table: TableId) -> list[dict]:
     """The table as delta-rs (the reader behind Polars and DuckDB's Delta support) reads it."""
     from deltalake import DeltaTable, QueryBuilder
 
-    delta = DeltaTable(f"{lake}/{table.schema}/{table.table}")
+    delta = DeltaTable(located(lake, table))
     result = QueryBuilder().register("t", delta).execute("SELECT * FROM t").read_all()
     return sorted(pa.table(result).to_pylist(), key=lambda r: r["id"])
 

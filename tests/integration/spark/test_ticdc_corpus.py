@@ -4,9 +4,11 @@ of every table equals what TiDB returned to SELECT. This input was not written b
 from __future__ import annotations
 
 import pytest
+from mirror import located
 from ticdc_fixture import CORPUS, differences, expected_tables
 
 from ingest.config import IngestConfig
+from ingest.model import TableId
 from ingest.pipeline import run_files
 
 PARAMS = {
@@ -26,7 +28,10 @@ def test_every_cell_equals_what_tidb_returned(spark, tmp_path, variant):
     assert result.quarantined == 0
     for name, expected in expected_tables().items():
         database, table = name.split(".")
-        rows = [r.asDict() for r in spark.read.format("delta").load(f"{lake}/{database}/{table}").collect()]
+        rows = [
+            r.asDict()
+            for r in spark.read.format("delta").load(located(lake, TableId(database, table))).collect()
+        ]
         assert differences(expected, rows) == [], name
     # A second run over the same records changes nothing.
     again = run_files(spark, config)

@@ -15,6 +15,7 @@ from ticdc_fixture import CORPORA
 
 from ingest.config import IngestConfig
 from ingest.errors import TablesStopped
+from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state import ddl_history
 from ingest.state.table_state import read_table_state
@@ -106,7 +107,7 @@ def test_a_refused_ddl_stops_only_the_tables_it_touches_until_the_configuration_
     for name, rows in BEFORE.items():
         assert {tuple(r[c] for c in ("id", *[k for k in r if k not in ("id", "_tidb_commit_ts")]))
                 for r in corpus_rows(spark, config, name)} == rows, name  # fmt: skip
-        state = read_table_state(spark, config.table_location(*name.split(".")))
+        state = read_table_state(spark, config.mirror.address(TableId(*name.split("."))))
         assert state is not None and state.applied_ts < at[name], name
 
     # With the default type-change policy and the value upstream shows for older rows, two of them land;

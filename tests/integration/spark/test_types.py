@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from delta.tables import DeltaTable
-from mirror import delta_rows, expected_rows
+from mirror import delta_rows, expected_rows, located
 
 from ingest.decode.compression import Compression
 from ingest.model import TableId
@@ -124,7 +124,7 @@ def test_every_type_lands_exactly(spark, run, lake, protocol, encoding, compress
     assert delta_rows(spark, str(lake), TYPES) == expected(s)
     fields = {
         f.name: f.dataType.simpleString()
-        for f in DeltaTable.forPath(spark, f"{lake}/app/types").toDF().schema
+        for f in DeltaTable.forPath(spark, located(lake, TableId("app", "types"))).toDF().schema
     }
     assert fields["biu"] == "decimal(20,0)" and fields["bt"] == "decimal(20,0)"
     assert fields["d65"] == "string" and fields["dtm"] == "timestamp_ntz" and fields["ts"] == "timestamp"

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from mirror import located
+
+from ingest.model import TableId
 from testkit.sample import Stream
 
 WIDE = "-12345678901234567890123456789012345.123456789012345678901234567890"
@@ -26,7 +29,7 @@ def dml_only_stream() -> Stream:
 
 
 def prices(spark, lake) -> tuple[str, dict[int, object]]:
-    df = spark.read.format("delta").load(f"{lake}/shop/items")
+    df = spark.read.format("delta").load(located(lake, TableId("shop", "items")))
     return df.schema["price"].dataType.simpleString(), {r["id"]: r["price"] for r in df.collect()}
 
 
