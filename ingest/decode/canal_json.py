@@ -29,6 +29,7 @@ from ingest.decode.codec import (
     field,
     present,
 )
+from ingest.decode.mysql_ddl import ddl_event
 from ingest.errors import DecodeError
 from ingest.model import DdlEvent, Position, TableId, Watermark
 
@@ -179,14 +180,9 @@ def control(record: Decoded) -> Control:
     """The model object of a classified DDL or watermark record."""
     assert record.commit_ts is not None  # the rules classify a control record without it as bad
     if record.kind == KIND_DDL:
+        table = TableId(record.database or "", record.table or "")
         return Control(
-            DdlEvent(
-                table=TableId(record.database or "", record.table or ""),
-                commit_ts=record.commit_ts,
-                sql=record.sql or "",
-                ddl_type=record.type or "",
-                position=record.position,
-            )
+            ddl_event(table, record.commit_ts, record.sql or "", record.type or "", record.position)
         )
     return Control(Watermark(record.commit_ts, record.position))
 

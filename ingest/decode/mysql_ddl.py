@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -51,7 +50,7 @@ from ingest.decode.mysql_partition import (
 )
 from ingest.decode.mysql_types import UnknownTypeError, from_sqlglot
 from ingest.decode.tidb_syntax import normalize
-from ingest.model import Column, TableId, TableSchema
+from ingest.model import Column, DdlEvent, Position, TableId, TableSchema
 
 __all__ = [
     "AddColumn",
@@ -81,6 +80,7 @@ __all__ = [
     "Statement",
     "TableOptions",
     "TruncateTable",
+    "ddl_event",
     "default_literal",
     "parse_ddl",
 ]
@@ -106,12 +106,21 @@ _QUALIFIED = rf"({_NAME}(?:\s*\.\s*{_NAME})?)"
 _RENAME_PAIR = re.compile(rf"\s*{_QUALIFIED}\s+TO\s+{_QUALIFIED}\s*(?:,|$)", re.IGNORECASE)
 
 
-@lru_cache(maxsize=4096)
-def parse_ddl(sql: str, default_schema: str) -> Statement:
-    """Parse one DDL statement; unqualified names resolve against ``default_schema``.
+def ddl_event(
+    table: TableId,
+    commit_ts: int,
+    sql: str,
+    ddl_type: str,
+    position: Position,
+    handle_key: tuple[str, ...] | None = None,
+) -> DdlEvent:
+    """A DDL event with its statement parsed, once, where it enters: every stage after reads the parsed
+    form (unqualified names resolve against the event's database)."""
+    return DdlEvent(table, commit_ts, sql, ddl_type, position, handle_key, parse_ddl(sql, table.schema))
 
-    Cached: each stage asks what a DDL means (which tables it touches, whether it reads across tables,
-    its plan per table), and a statement is immutable."""
+
+def parse_ddl(sql: str, default_schema: str) -> Statement:
+    """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
     normalized = normalize(sql)
     sql = normalized.sql
     non_data = _non_data_object(sql, default_schema)

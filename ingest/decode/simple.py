@@ -40,7 +40,7 @@ from ingest.decode.codec import (
     field,
     present,
 )
-from ingest.decode.mysql_ddl import CreateDatabase, DropDatabase, parse_ddl
+from ingest.decode.mysql_ddl import CreateDatabase, DropDatabase, Statement, ddl_event, parse_ddl
 from ingest.decode.simple_schema import (
     COLUMN_DATA_TYPE,
     SCHEMA_COLUMNS,
@@ -205,17 +205,13 @@ def _event(record: Decoded) -> DdlEvent | Watermark | Bootstrap:
         elif record.pre_table_schema is not None:
             table = parse_table_schema(record.pre_table_schema).table
         else:
-            table = TableId(_database_of(sql), "")
+            # Schema-level DDL names its database only inside the SQL: parsed here, once.
+            statement = parse_ddl(sql, "")
+            table = TableId(_database_of(statement), "")
+            return DdlEvent(table, record.commit_ts, sql, typ or "", position, None, statement)
     except ValueError as exc:
         raise DecodeError(f"bad {typ} message: {exc}", protocol=PROTOCOL, position=position) from exc
-    return DdlEvent(
-        table=table,
-        commit_ts=record.commit_ts,
-        sql=sql,
-        ddl_type=typ or "",
-        position=position,
-        handle_key=handle_key,
-    )
+    return ddl_event(table, record.commit_ts, sql, typ or "", position, handle_key)
 
 
 def control(record: Decoded) -> Control:
@@ -275,9 +271,7 @@ def control_event(fields: Mapping[str, Any], position: Position) -> DdlEvent | W
     return _event(record)
 
 
-def _database_of(sql: str) -> str:
-    # Schema-level DDL names its database only inside the SQL.
-    statement = parse_ddl(sql, "")
+def _database_of(statement: Statement) -> str:
     if isinstance(statement, CreateDatabase | DropDatabase):
         return statement.schema
     return ""

@@ -11,6 +11,7 @@ from ingest.apply import schema as apply_schema
 from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
 from ingest.errors import SchemaChangeRejected
 from ingest.model import DdlEvent, TableId, TableState, tso_to_datetime
+from ingest.pipeline.context import BatchContext, BatchTable
 from ingest.pipeline.schema_change import apply_change
 from ingest.plan import schema as plan_schema
 from ingest.plan.renames import RenameGroup
@@ -70,24 +71,65 @@ def _exchange_sides(
 
 def apply_ddl(
     spark: SparkSession,
-    config: IngestConfig,
-    table: TableId,
-    path: str,
+    context: BatchContext,
+    table: BatchTable,
     ddl: DdlEvent,
     state: TableState,
-    run_id: int,
     *,
     rename_group: RenameGroup | None = None,
     first_of_group: bool = True,
-    listed: ddl_history.Listed,
 ) -> TableState:
     """Apply one admitted DDL to one table, record its outcome in the DDL history, and commit the table's
     new state (A_T and D_T at the DDL); raises before anything when the DDL is refused.
 
-    ``rename_group``: every pair of the RENAME statement ``ddl`` is one event of (see ``plan.renames``);
-    ``listed``: the batch's view of the DDL history."""
+    ``rename_group``: every pair of the RENAME statement ``ddl`` is one event of (see ``plan.renames``)."""
+    config, path = context.config, table.address
     info = apply_schema.table_info(spark, path) if apply_schema.table_exists(spark, path) else None
-    changes = plan_schema.plan_schema_changes(
+    changes = _plan(spark, config, table.id, ddl, info, rename_group, first_of_group)
+    outcome = _Outcome(spark, context, table, ddl, info)
+    changes, skipped = _refused_or_skipped(config, ddl, changes, outcome)
+    ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
+    applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
+    # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
+    # and every change here is idempotent (create-if-absent, add-if-absent, drop-if-present, delete-all,
+    # copy-replacing).
+    before = state_to_metadata(
+        state, run_id=context.run_id, step=f"ddl {ddl.commit_ts} in progress", consistent=False
+    )
+    for change in changes:
+        if isinstance(change, plan_schema.RecordOnly) and change.warning:
+            logger.warning(
+                "%s: DDL at %s (commitTs %d): %s", table.id, ddl.position, ddl.commit_ts, change.reason
+            )
+        try:
+            refused = apply_change(spark, config, path, change, before)
+        except delta_io.CatalogNameRefused as exc:  # checked before anything is written
+            raise outcome.reject(str(exc)) from exc
+        if refused is not None:
+            raise outcome.reject(refused)
+    outcome.record(changes, skipped)
+    if apply_schema.table_exists(spark, path):
+        step = f"ddl {ddl.commit_ts}: {ddl.identity[:200]}"
+        metadata = state_to_metadata(applied, run_id=context.run_id, step=step)
+        apply_schema.mark_applied(spark, path, applied.applied_ts, metadata)
+    logger.info(
+        "%s: applied DDL at %s (commitTs %d, %s): %s",
+        table.id, ddl.position, ddl.commit_ts, tso_to_datetime(ddl.commit_ts).isoformat(), ddl.sql,
+    )  # fmt: skip
+    return applied
+
+
+def _plan(
+    spark: SparkSession,
+    config: IngestConfig,
+    table: TableId,
+    ddl: DdlEvent,
+    info: apply_schema.TableInfo | None,
+    rename_group: RenameGroup | None,
+    first_of_group: bool,
+) -> list[plan_schema.SchemaChange]:
+    """What the DDL means for the table as it is now."""
+    return plan_schema.plan_schema_changes(
         ddl,
         info.columns if info else None,
         table=table,
@@ -102,87 +144,66 @@ def apply_ddl(
         first_of_group=first_of_group,
         given_defaults=config.column_defaults.get(table),
     )
-    schema_before = info.schema.simpleString() if info else None
 
-    def reject(reason: str) -> SchemaChangeRejected:
-        ddl_history.record(
-            spark,
-            config.state_path,
-            table=table,
-            ddl=ddl,
-            action=ddl_history.REJECTED,
-            detail=reason,
-            schema_before=schema_before,
-            schema_after=None,
-            run_id=run_id,
-            listed=listed,
-        )
+
+def _refused_or_skipped(
+    config: IngestConfig, ddl: DdlEvent, changes: list[plan_schema.SchemaChange], outcome: _Outcome
+) -> tuple[list[plan_schema.SchemaChange], str]:
+    """The changes to apply, and why the DDL is skipped ("" if it is not); raises a refusal."""
+    for change in changes:
+        if not isinstance(change, plan_schema.Reject):
+            continue
+        if not (change.unknown and config.unknown_ddl == UnknownDdlPolicy.SKIP):
+            raise outcome.reject(change.reason)
+        logger.warning(
+            "%s: skipped unknown DDL at %s (commitTs %d): %s",
+            outcome.table.id, ddl.position, ddl.commit_ts, change.reason,
+        )  # fmt: skip
+        return [], change.reason
+    return changes, ""
+
+
+class _Outcome:
+    """How a DDL's outcome on one table goes into the DDL history."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        context: BatchContext,
+        table: BatchTable,
+        ddl: DdlEvent,
+        info: apply_schema.TableInfo | None,
+    ) -> None:
+        self.spark, self.context, self.table, self.ddl = spark, context, table, ddl
+        self.schema_before = info.schema.simpleString() if info else None
+
+    def reject(self, reason: str) -> SchemaChangeRejected:
+        """Record the refusal; the error that stops the table just below the DDL."""
+        self._record(ddl_history.REJECTED, reason, None)
         return SchemaChangeRejected(
-            f"{table}: {reason}; the table stopped before {ddl.position} (commitTs {ddl.commit_ts})",
-            table=table,
-            commit_ts=ddl.commit_ts,
+            f"{self.table.id}: {reason}; the table stopped before {self.ddl.position} "
+            f"(commitTs {self.ddl.commit_ts})",
+            table=self.table.id,
+            commit_ts=self.ddl.commit_ts,
         )
 
-    skipped = ""
-    for change in changes:
-        if isinstance(change, plan_schema.Reject):
-            if not (change.unknown and config.unknown_ddl == UnknownDdlPolicy.SKIP):
-                raise reject(change.reason)
-            logger.warning(
-                "%s: skipped unknown DDL at %s (commitTs %d): %s",
-                table,
-                ddl.position,
-                ddl.commit_ts,
-                change.reason,
-            )
-            skipped, changes = change.reason, []
-            break
-    ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
-    applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
-    # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
-    # and every change here is idempotent (create-if-absent, add-if-absent, drop-if-present, delete-all,
-    # copy-replacing).
-    before = state_to_metadata(
-        state, run_id=run_id, step=f"ddl {ddl.commit_ts} in progress", consistent=False
-    )
-    for change in changes:
-        if isinstance(change, plan_schema.RecordOnly) and change.warning:
-            logger.warning(
-                "%s: DDL at %s (commitTs %d): %s", table, ddl.position, ddl.commit_ts, change.reason
-            )
-        try:
-            refused = apply_change(spark, config, path, change, before)
-        except delta_io.CatalogNameRefused as exc:  # checked before anything is written
-            raise reject(str(exc)) from exc
-        if refused is not None:
-            raise reject(refused)
-    exists = apply_schema.table_exists(spark, path)
-    only_recorded = all(isinstance(c, plan_schema.RecordOnly) for c in changes)
-    action = (
-        ddl_history.SKIPPED if skipped else ddl_history.RECORDED if only_recorded else ddl_history.APPLIED
-    )
-    detail = skipped or "; ".join(
-        type(c).__name__ + (f": {c.reason}" if isinstance(c, plan_schema.RecordOnly) else "") for c in changes
-    )
-    ddl_history.record(
-        spark, config.state_path, table=table, ddl=ddl, action=action, detail=detail,
-        schema_before=schema_before,
-        schema_after=apply_schema.table_info(spark, path).schema.simpleString() if exists else None,
-        run_id=run_id, listed=listed,
-    )  # fmt: skip
-    if exists:
-        apply_schema.mark_applied(
-            spark,
-            path,
-            applied.applied_ts,
-            state_to_metadata(applied, run_id=run_id, step=f"ddl {ddl.commit_ts}: {ddl.identity[:200]}"),
+    def record(self, changes: list[plan_schema.SchemaChange], skipped: str) -> None:
+        only_recorded = all(isinstance(c, plan_schema.RecordOnly) for c in changes)
+        action = (
+            ddl_history.SKIPPED if skipped else ddl_history.RECORDED if only_recorded else ddl_history.APPLIED
         )
-    logger.info(
-        "%s: applied DDL at %s (commitTs %d, %s): %s",
-        table,
-        ddl.position,
-        ddl.commit_ts,
-        tso_to_datetime(ddl.commit_ts).isoformat(),
-        ddl.sql,
-    )
-    return applied
+        detail = skipped or "; ".join(
+            type(c).__name__ + (f": {c.reason}" if isinstance(c, plan_schema.RecordOnly) else "")
+            for c in changes
+        )
+        path = self.table.address
+        exists = apply_schema.table_exists(self.spark, path)
+        after = apply_schema.table_info(self.spark, path).schema.simpleString() if exists else None
+        self._record(action, detail, after)
+
+    def _record(self, action: str, detail: str, schema_after: str | None) -> None:
+        ddl_history.record(
+            self.spark, self.context.config.state_path, table=self.table.id, ddl=self.ddl, action=action,
+            detail=detail, schema_before=self.schema_before, schema_after=schema_after,
+            run_id=self.context.run_id, listed=self.context.listed,
+        )  # fmt: skip

@@ -21,10 +21,8 @@ from ingest.apply import schema as apply_schema
 from ingest.apply.convert import column_type_of
 from ingest.apply.merge import (
     apply_merge,
-    converge_effect,
     normalize,
     summarize,
-    with_defaults,
 )
 from ingest.config import IngestConfig
 from ingest.decode import ticdc_avro as ta
@@ -39,6 +37,8 @@ from ingest.pipeline.batch import (
     held_states,
     quarantine_undecodable,
 )
+from ingest.pipeline.context import BatchTable
+from ingest.pipeline.ordering import Ordering
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.schema_change import apply_change
@@ -73,7 +73,6 @@ def process_batch(
 ) -> BatchResult:
     """Decode and apply one batch of TiCDC Avro records, then commit progress."""
     started = time.monotonic()
-    run_id = committed.run_id + 1
     registry = registry_for(config)
     texts = registry.schemas(avro_schema_ids(messages))
     book = ta.schema_book(texts)
@@ -83,95 +82,107 @@ def process_batch(
         )
     decoded, ranges = cache_once_per_position(decode_ticdc_avro(messages, texts))
     try:
-        return _process(spark, decoded, ranges, config, committed, run_id, started, book)
+        batch = AvroBatch(spark, config, committed, decoded, ranges, book)
+        batch.admit()
+        batch.apply_tables()
+        return batch.commit(started)
     finally:
         decoded.unpersist()
 
 
-def _process(
-    spark: SparkSession,
-    decoded: DataFrame,
-    ranges: dict[PartitionId, PartitionRead],
-    config: IngestConfig,
-    committed: progress.Progress,
-    run_id: int,
-    started: float,
-    book: ta.SchemaBook,
-) -> BatchResult:
-    records = sum(r.records for r in ranges.values())
-    check_partitions(config, ranges, committed)
-    bad = sum(r.bad for r in ranges.values())
-    quarantine_undecodable(spark, config, decoded, bad, run_id)
-    check_bad_ratio(config, bad, records)
+class AvroBatch:
+    """One batch of TiCDC Avro records, in the stages every batch has: admit what was read, apply the
+    tables (a first pass, then a second past rows that do not convert), commit progress."""
 
-    dml = decoded.where(F.col("kind") == KIND_DML)
-    reads = _table_reads(dml)
-    ordered = sorted(reads)
-    position = {table: number for number, table in enumerate(ordered, start=1)}
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: IngestConfig,
+        committed: progress.Progress,
+        decoded: DataFrame,
+        ranges: dict[PartitionId, PartitionRead],
+        book: ta.SchemaBook,
+    ) -> None:
+        self.spark, self.config, self.committed, self.book = spark, config, committed, book
+        self.decoded, self.ranges = decoded, ranges
+        self.run_id = committed.run_id + 1
+        self.records = sum(r.records for r in ranges.values())
+        self.bad = sum(r.bad for r in ranges.values())
+        self.dml = decoded.where(F.col("kind") == KIND_DML)
+        self.reads: dict[TableId, _TableRead] = {}
+        self.states: dict[TableId, TableState] = {}
+        self.reports: dict[TableId, TableReport] = {}
 
-    held = held_states(spark, config, committed)
-    progress.begin_run(spark, config.state_path, config.stream_id, run_id, ordered)
-    leases = TableSessions(spark, dml, config.table_parallelism)
-    # A writer schema's entry is placed at the newest row that uses it, wherever the table's state is.
-    listed = ddl_history.Listed(config.state_path, ordered, 0)
+    def admit(self) -> None:
+        """Check the partitions read, quarantine what does not decode, and read what each table got."""
+        check_partitions(self.config, self.ranges, self.committed)
+        quarantine_undecodable(self.spark, self.config, self.decoded, self.bad, self.run_id)
+        check_bad_ratio(self.config, self.bad, self.records)
+        self.reads = _table_reads(self.dml)
+        self.states = held_states(self.spark, self.config, self.committed)
 
-    def apply(table: TableId, second_pass: bool = False) -> tuple[TableReport, TableState]:
-        with leases.lease() as lease:
-            return _apply_table(
-                lease.session,
-                config,
-                table,
-                reads[table],
-                lease.dml,
-                book,
-                held.get(table, TableState()),
-                run_id,
-                listed,
-                second_pass=second_pass,
+    def apply_tables(self) -> None:
+        """Every table, first up to rows that do not convert; past them once the batch is known to stay
+        within max-bad-ratio."""
+        config, ordered = self.config, sorted(self.reads)
+        progress.begin_run(self.spark, config.state_path, config.stream_id, self.run_id, ordered)
+        # A writer schema's entry is placed at the newest row that uses it, wherever the table's state is.
+        self.listed = ddl_history.Listed(config.state_path, ordered, 0)
+        self.leases = TableSessions(self.spark, self.dml, config.table_parallelism)
+        self.position = {table: number for number, table in enumerate(ordered, start=1)}
+        try:
+            applied = apply_tables(
+                self.spark, ordered, self._first_pass, config.table_parallelism, sessions=self.leases
             )
+            self.reports = {table: applied[table][0] for table in ordered}
+            self.states.update({t: state for t, (_, state) in applied.items()})
+            check_bad_ratio(config, self._quarantined(), self.records)
+            for table, report in self.reports.items():
+                if report.held_through is not None:
+                    later, self.states[table] = self._apply(table, second_pass=True)
+                    report.absorb(later)
+        finally:
+            self.leases.close()
 
-    def first_pass(table: TableId) -> tuple[TableReport, TableState]:
-        logger.info("run %d: table %d/%d: %s", run_id, position[table], len(ordered), table)
-        return apply(table)
+    def _first_pass(self, table: TableId) -> tuple[TableReport, TableState]:
+        logger.info("run %d: table %d/%d: %s", self.run_id, self.position[table], len(self.reads), table)
+        return self._apply(table)
 
-    try:
-        applied = apply_tables(spark, ordered, first_pass, config.table_parallelism, sessions=leases)
-        reports = {table: applied[table][0] for table in ordered}
-        states: dict[TableId, TableState] = {**held, **{t: state for t, (_, state) in applied.items()}}
-        conversion_bad = sum(r.quarantined for r in reports.values())
-        check_bad_ratio(config, bad + conversion_bad, records)
-        # Tables with rows that do not convert waited: the batch is now known to stay within max-bad-ratio.
-        for table, report in reports.items():
-            if report.held_through is not None:
-                later, states[table] = apply(table, second_pass=True)
-                report.absorb(later)
-    finally:
-        leases.close()
+    def _apply(self, table: TableId, second_pass: bool = False) -> tuple[TableReport, TableState]:
+        with self.leases.lease() as lease:
+            target = BatchTable(
+                table, self.config.mirror.address(table), self.states.get(table, TableState())
+            )
+            return _apply_table(
+                lease.session, self.config, target, self.reads[table], lease.dml, self.book, self.run_id,
+                self.listed, second_pass=second_pass,
+            )  # fmt: skip
 
-    resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
-    progress.commit_progress(
-        spark,
-        config.state_path,
-        config.stream_id,
-        progress.Progress(run_id=run_id, resume=resume, tables=states),
-    )
-    newest = max((s.applied_ts for s in states.values()), default=0)
-    result = BatchResult(
-        run_id,
-        records,
-        0,
-        bad + conversion_bad,
-        reports,
-        time.monotonic() - started,
-        bytes=sum(r.bytes for r in ranges.values()),
-        decoded={t: r.rows for t, r in reads.items()},
-        lag_seconds=lag_seconds(newest),
-        offset_order=True,
-    )
-    for report in reports.values():
-        logger.info("run %d: %s", run_id, report.describe())
-    logger.info("%s", result.describe())
-    return result
+    def _quarantined(self) -> int:
+        return self.bad + sum(r.quarantined for r in self.reports.values())
+
+    def commit(self, started: float) -> BatchResult:
+        """Commit the batch's progress and report it."""
+        resume = {p: r.last_offset + 1 for p, r in self.ranges.items() if p != NO_PARTITION}
+        progress.commit_progress(
+            self.spark,
+            self.config.state_path,
+            self.config.stream_id,
+            progress.Progress(
+                run_id=self.run_id, resume={**self.committed.resume, **resume}, tables=self.states
+            ),
+        )
+        newest = max((s.applied_ts for s in self.states.values()), default=0)
+        result = BatchResult(
+            self.run_id, self.records, 0, self._quarantined(), self.reports, time.monotonic() - started,
+            bytes=sum(r.bytes for r in self.ranges.values()),
+            decoded={t: r.rows for t, r in self.reads.items()},
+            lag_seconds=lag_seconds(newest), offset_order=True,
+        )  # fmt: skip
+        for report in self.reports.values():
+            logger.info("run %d: %s", self.run_id, report.describe())
+        logger.info("%s", result.describe())
+        return result
 
 
 def _table_reads(dml: DataFrame) -> dict[TableId, _TableRead]:
@@ -212,11 +223,10 @@ def _table_reads(dml: DataFrame) -> dict[TableId, _TableRead]:
 def _apply_table(
     spark: SparkSession,
     config: IngestConfig,
-    table: TableId,
+    table: BatchTable,
     read: _TableRead,
     dml: DataFrame,
     book: ta.SchemaBook,
-    state: TableState,
     run_id: int,
     listed: ddl_history.Listed,
     *,
@@ -228,74 +238,98 @@ def _apply_table(
     may yet fail on max-bad-ratio, and then no table may have gone past them. The second pass merges it
     past them, without quarantining them again.
     """
-    path = config.mirror.address(table)
-    report = TableReport(table, applied_ts=state.applied_ts)
-    exists = apply_schema.table_exists(spark, path)
+    report = TableReport(table.id, applied_ts=table.state.applied_ts)
+    exists = apply_schema.table_exists(spark, table.address)
     latest = plan_avro.newest(read.uses) if read.uses else None
     if latest is None and not exists:
         logger.warning(
-            "%s: %d delete(s) for a table the mirror does not hold yet: nothing to delete", table, read.rows
+            "%s: %d delete(s) for a table the mirror does not hold yet: nothing to delete",
+            table.id,
+            read.rows,
         )
-        return report, state
+        return report, table.state
     if latest is not None:
-        writer = _bounded(book.schemas[latest.value_schema][0], config)
-        key = book.schemas[latest.key_schema][0].names
-        follow = _Follow(table, path, writer, key, latest, read, state, run_id, listed)
-        if not exists:
-            older = {
-                name
-                for use in read.uses
-                for name in writer.names
-                if name not in book.schemas[use.value_schema][0].names
-            }
-            _create(spark, config, follow, older)
-            report.ddls.append(f"create from writer schema {writer.id}")
-        elif latest.max_commit_ts >= state.applied_ts:
-            described = _evolve(spark, config, follow)
-            if described:
-                report.ddls.append(described)
+        described = _follow(spark, config, table, read, book, latest, exists, run_id, listed)
+        if described:
+            report.ddls.append(described)
+    return _merge_read(spark, config, table, read, dml, run_id, report, second_pass)
 
+
+def _follow(
+    spark: SparkSession,
+    config: IngestConfig,
+    table: BatchTable,
+    read: _TableRead,
+    book: ta.SchemaBook,
+    latest: plan_avro.SchemaUse,
+    exists: bool,
+    run_id: int,
+    listed: ddl_history.Listed,
+) -> str:
+    """Create the table from, or bring it to, the newest writer schema its rows use; what changed."""
+    writer = _bounded(book.schemas[latest.value_schema][0], config)
+    key = book.schemas[latest.key_schema][0].names
+    follow = _Follow(table.id, table.address, writer, key, latest, read, table.state, run_id, listed)
+    if not exists:
+        older = {
+            name
+            for use in read.uses
+            for name in writer.names
+            if name not in book.schemas[use.value_schema][0].names
+        }
+        _create(spark, config, follow, older)
+        return f"create from writer schema {writer.id}"
+    if latest.max_commit_ts >= table.state.applied_ts:
+        return _evolve(spark, config, follow)
+    return ""
+
+
+def _merge_read(
+    spark: SparkSession,
+    config: IngestConfig,
+    table: BatchTable,
+    read: _TableRead,
+    dml: DataFrame,
+    run_id: int,
+    report: TableReport,
+    second_pass: bool,
+) -> tuple[TableReport, TableState]:
+    """The table's changes of the batch, merged in offset order (held on the first pass when some do not
+    convert)."""
+    path, state = table.address, table.state
     info = apply_schema.table_info(spark, path)
-    rows = dml.where((F.col("database") == table.schema) & (F.col("table") == table.table))
-    rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
+    rows = dml.where((F.col("database") == table.id.schema) & (F.col("table") == table.id.table))
+    rows = _ORDERING.fill(rows, apply_schema.column_defaults(spark, path))
     changes = cached(
         normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text, info.generated)
     )
     try:
-        columns = [f.name for f in info.schema.fields]
-        summary = summarize(spark, changes, info.key, columns)
-        bad_count = summary.bad
-        if bad_count and not second_pass:
-            quarantine.write_unconvertible(spark, config.state_path, changes, table, run_id)
-            logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
-            report.quarantined += bad_count
+        summary = summarize(spark, changes, info.key, info.columns)
+        if summary.bad and not second_pass:
+            quarantine.write_unconvertible(spark, config.state_path, changes, table.id, run_id)
+            logger.warning("%s: quarantined %d rows whose values do not convert", table.id, summary.bad)
+            report.quarantined += summary.bad
             report.held_through = read.max_commit_ts
             return report, state
         applied = TableState(max(state.applied_ts, read.max_commit_ts), state.ddl_ts, state.ddl_ids)
         result = apply_merge(
-            spark,
-            path,
-            converge_effect(changes, info.key, columns),
-            info.key,
-            columns,
+            spark, path, _ORDERING.effect(changes, info.key, info.columns), info.key, info.columns,
             state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),
-            summary.bounds,
-            commit_ts_column=info.commit_ts_column,
-            by_offset=True,
-        )
+            summary.bounds, commit_ts_column=info.commit_ts_column, by_offset=True,
+        )  # fmt: skip
     finally:
         changes.unpersist()
     report.upserted, report.deleted, report.applied_ts = result.upserted, result.deleted, applied.applied_ts
     logger.info(
         "%s: merged %d change(s) in offset order: %d upserted, %d deleted; newest commitTs %d (%s)",
-        table,
-        read.rows,
-        result.upserted,
-        result.deleted,
-        applied.applied_ts,
+        table.id, read.rows, result.upserted, result.deleted, applied.applied_ts,
         tso_to_datetime(applied.applied_ts).isoformat() if applied.applied_ts else "none",
-    )
+    )  # fmt: skip
     return report, applied
+
+
+# TiCDC Avro has no watermarks: per key, the change read last from its partition wins.
+_ORDERING = Ordering(by_offset=True)
 
 
 def _bounded(writer: ta.WriterSchema, config: IngestConfig) -> ta.WriterSchema:

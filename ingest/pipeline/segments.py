@@ -4,6 +4,7 @@ announced are created from what their rows say. Wiring (I/O)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -12,14 +13,13 @@ from pyspark.sql import functions as F
 from ingest import order
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import (
+    ChangeSummary,
+    MergeResult,
     apply_merge,
-    converge_effect,
     first_bad_commit_ts,
-    net_effect,
     normalize,
     segment_rows,
     summarize,
-    with_defaults,
 )
 from ingest.config import IngestConfig
 from ingest.decode.codec import TypesFrom
@@ -35,6 +35,7 @@ from ingest.model import (
     VersionedSchema,
     tso_to_datetime,
 )
+from ingest.pipeline.context import BatchContext, BatchTable
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema
 from ingest.spark import cached as spark_cached
@@ -46,103 +47,146 @@ logger = logging.getLogger(__name__)
 
 def apply_segment(
     spark: SparkSession,
-    config: IngestConfig,
-    path: str,
+    context: BatchContext,
+    table: BatchTable,
     segment: order.Segment,
     dml: DataFrame,
-    signatures: list[TableSignature],
     state: TableState,
-    run_id: int,
     report: TableReport,
-    schemas: dict[schema_cache.SchemaKey, VersionedSchema],
     held_through: int | None,
 ) -> TableState:
-    table = segment.table
-    in_range = [s for s in signatures if s.max_commit_ts >= segment.low and s.min_commit_ts <= segment.high]
+    """MERGE the table's rows of ``segment`` into it; returns the table's state after it.
+
+    ``held_through`` None: the first pass, which stops just below the first row that does not convert (the
+    batch may yet fail on max-bad-ratio). Otherwise the second pass, past rows quarantined up to it.
+    """
+    config = context.config
+    in_range = [
+        s for s in table.signatures if s.max_commit_ts >= segment.low and s.min_commit_ts <= segment.high
+    ]
     if not in_range:
         return state  # no row of this table falls into the segment; the next step moves A_T
-    codec = config.codec
-    announced_types = codec.types_from is TypesFrom.ANNOUNCED
-    if not apply_schema.table_exists(spark, path):
-        if announced_types:
-            _create_from_schema_cache(spark, config, path, table, in_range, schemas, state, run_id)
-        else:
-            _create_from_dml(spark, config, path, table, in_range, state, run_id)
+    path = table.address
+    _ensure_table(spark, context, table, in_range, state)
     rows = segment_rows(dml, segment)
-    if codec.offset_order:
-        rows = with_defaults(rows, apply_schema.column_defaults(spark, path))
+    if context.ordering.by_offset:
+        rows = context.ordering.fill(rows, apply_schema.column_defaults(spark, path))
     info = apply_schema.table_info(spark, path)
     # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
-    if not announced_types and _add_columns_seen_in_dml(
-        spark, config, path, info, table, in_range, rows, state, run_id
+    if config.codec.types_from is not TypesFrom.ANNOUNCED and _add_columns_seen_in_dml(
+        spark, config, path, info, table.id, in_range, rows, state, context.run_id
     ):
         info = apply_schema.table_info(spark, path)
-    schema, key = info.schema, info.key
-    columns = [f.name for f in schema.fields]
-    if not key:
-        raise SchemaChangeRejected(f"{table}: the Delta table at {path} has no key columns recorded")
-    cached = spark_cached(normalize(rows, schema, key, config.timezone, codec.binary_text, info.generated))
+    if not info.key:
+        raise SchemaChangeRejected(f"{table.id}: the Delta table at {path} has no key columns recorded")
+    cached = spark_cached(
+        normalize(rows, info.schema, info.key, config.timezone, config.codec.binary_text, info.generated)
+    )
     try:
-        changes = cached
-        summary = summarize(spark, changes, key, columns)
-        bad_count = summary.bad
-        if bad_count and held_through is not None:
-            # The first pass quarantined this table's bad rows up to ``held_through``; only later ones count.
-            fresh = changes.where(F.col("commit_ts") > held_through)
-            bad_count = fresh.where(F.col(BAD_COLUMN) != "").count() if segment.high > held_through else 0
-        else:
-            fresh = changes
-        if bad_count:
-            quarantine.write_unconvertible(spark, config.state_path, fresh, table, run_id)
-            logger.warning("%s: quarantined %d rows whose values do not convert", table, bad_count)
-            report.quarantined += bad_count
-        if bad_count and held_through is None:
-            # Stop just below the first bad row; a second pass goes past it once the batch is known to stay
-            # within max-bad-ratio. The commit's A_T names that lower bound, so the second pass, or a re-run
-            # after a fix, applies the rest of the segment from there.
-            # Offset order admits rows below A_T again anyway, so there the table simply waits.
-            report.held_through = segment.high
-            first_bad = first_bad_commit_ts(changes)
-            assert first_bad is not None
-            below = replace(segment, high=first_bad - 1, before_ddl=False)
-            if codec.offset_order or below.high < below.first_ts or below.high <= state.applied_ts:
-                return state
-            segment, changes = below, changes.where(F.col("commit_ts") <= below.high)
-        # Offset order: commit times are milliseconds, not TSOs, so a key's last change by offset wins.
-        source = (
-            converge_effect(changes, key, columns)
-            if codec.offset_order
-            else net_effect(changes, key, columns)
-        )
+        kept = _hold_below_bad_rows(spark, context, table, segment, cached, info, state, report, held_through)
+        if kept is None:
+            return state
+        segment, changes, bounds = kept
         applied = replace(state, applied_ts=max(state.applied_ts, segment.applied_ts))
-        metadata = state_to_metadata(applied, run_id=run_id, step=f"merge ({segment.low}, {segment.high}]")
-        result = apply_merge(
-            spark,
-            path,
-            source,
-            key,
-            columns,
-            metadata,
-            summary.bounds,
-            commit_ts_column=info.commit_ts_column,
-            by_offset=codec.offset_order,
-            insert_only=summary.only_inserts and not codec.offset_order,
-        )
+        result = _merge(spark, context, path, changes, info, applied, segment, bounds)
     finally:
         cached.unpersist()
     report.upserted += result.upserted
     report.deleted += result.deleted
     logger.info(
         "%s: merged segment (%d, %d]: %d upserted, %d deleted; applied up to %d (%s)",
-        table,
-        segment.low,
-        segment.high,
-        result.upserted,
-        result.deleted,
-        applied.applied_ts,
+        table.id, segment.low, segment.high, result.upserted, result.deleted, applied.applied_ts,
         tso_to_datetime(applied.applied_ts).isoformat(),
-    )
+    )  # fmt: skip
     return applied
+
+
+def _ensure_table(
+    spark: SparkSession,
+    context: BatchContext,
+    table: BatchTable,
+    in_range: list[TableSignature],
+    state: TableState,
+) -> None:
+    """A table that no DDL announced: created from what its rows say (Simple's announced schema, or
+    Canal-JSON's row types)."""
+    if apply_schema.table_exists(spark, table.address):
+        return
+    config = context.config
+    if config.codec.types_from is TypesFrom.ANNOUNCED:
+        _create_from_schema_cache(
+            spark, config, table.address, table.id, in_range, context.schemas, state, context.run_id
+        )
+    else:
+        _create_from_dml(spark, config, table.address, table.id, in_range, state, context.run_id)
+
+
+def _hold_below_bad_rows(
+    spark: SparkSession,
+    context: BatchContext,
+    table: BatchTable,
+    segment: order.Segment,
+    changes: DataFrame,
+    info: apply_schema.TableInfo,
+    state: TableState,
+    report: TableReport,
+    held_through: int | None,
+) -> tuple[order.Segment, DataFrame, ChangeSummary] | None:
+    """Quarantine the segment's rows that do not convert. On the first pass the table stops just below the
+    first of them, for the batch may yet fail on max-bad-ratio and a re-run after the fix must find those
+    rows unapplied; the commit's A_T names that lower bound, so the second pass, or a re-run, applies the
+    rest from there. Returns the (possibly shortened) segment, its changes and key bounds, or None when
+    nothing of it is to be merged now."""
+    summary = summarize(spark, changes, info.key, info.columns)
+    bad_count, fresh = summary.bad, changes
+    if bad_count and held_through is not None:
+        # The first pass quarantined this table's bad rows up to ``held_through``; only later ones count.
+        fresh = changes.where(F.col("commit_ts") > held_through)
+        bad_count = fresh.where(F.col(BAD_COLUMN) != "").count() if segment.high > held_through else 0
+    if bad_count:
+        quarantine.write_unconvertible(spark, context.config.state_path, fresh, table.id, context.run_id)
+        logger.warning("%s: quarantined %d rows whose values do not convert", table.id, bad_count)
+        report.quarantined += bad_count
+    if not bad_count or held_through is not None:
+        return segment, changes, summary
+    report.held_through = segment.high
+    first_bad = first_bad_commit_ts(changes)
+    assert first_bad is not None
+    below = replace(segment, high=first_bad - 1, before_ddl=False)
+    # Offset order admits rows below A_T again anyway, so there the table simply waits.
+    if context.ordering.by_offset or below.high < below.first_ts or below.high <= state.applied_ts:
+        return None
+    return below, changes.where(F.col("commit_ts") <= below.high), summary
+
+
+def _merge(
+    spark: SparkSession,
+    context: BatchContext,
+    path: str,
+    changes: DataFrame,
+    info: apply_schema.TableInfo,
+    applied: TableState,
+    segment: order.Segment,
+    summary: ChangeSummary,
+) -> MergeResult:
+    """One guarded MERGE of the segment's net changes, committing the table's state after it."""
+    columns = info.columns
+    metadata = state_to_metadata(
+        applied, run_id=context.run_id, step=f"merge ({segment.low}, {segment.high}]"
+    )
+    by_offset = context.ordering.by_offset
+    return apply_merge(
+        spark,
+        path,
+        context.ordering.effect(changes, info.key, columns),
+        info.key,
+        columns,
+        metadata,
+        summary.bounds,
+        commit_ts_column=info.commit_ts_column,
+        by_offset=by_offset,
+        insert_only=summary.only_inserts and not by_offset,
+    )
 
 
 def _columns_from_signature(signature: TableSignature, config: IngestConfig) -> list[Column]:
@@ -194,7 +238,7 @@ def _create_from_schema_cache(
     path: str,
     table: TableId,
     signatures: list[TableSignature],
-    schemas: dict[schema_cache.SchemaKey, VersionedSchema],
+    schemas: Mapping[schema_cache.SchemaKey, VersionedSchema],
     state: TableState,
     run_id: int,
 ) -> None:

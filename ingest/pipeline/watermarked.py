@@ -1,34 +1,28 @@
-"""Canal-JSON and Simple: one batch ordered by TiCDC's watermarks. Rows up to G (the smallest watermark
-over every partition) are applied, table by table, cut into segments at each table's DDLs; the rest waits
-in the buffer. Wiring (I/O)."""
+"""Canal-JSON and Simple: one batch ordered by TiCDC's watermarks (or, for Canal-JSON without the TiDB
+extension, by offsets). Rows up to G (the smallest watermark over every partition) are applied, table by
+table, cut into segments at each table's DDLs; the rest waits in the buffer. Wiring (I/O).
+
+The batch is an object whose methods are its stages, in order: :meth:`Batch.admit` (what was read, G, the
+control events), :meth:`Batch.group` (the tables, their DDLs, the tables a DDL ties together),
+:meth:`Batch.apply_tables` (a first pass, then a second past rows that do not convert), and
+:meth:`Batch.commit` (the buffer, progress, the report).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import replace
 
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import ingest.pipeline.admission as admission
 from ingest import order
-from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
-from ingest.decode.codec import Codec, Decoded, TypesFrom
+from ingest.decode.codec import TypesFrom
 from ingest.errors import SchemaChangeRejected, TableFailed, TablesStopped
-from ingest.model import (
-    DdlEvent,
-    PartitionId,
-    Position,
-    TableId,
-    TableSignature,
-    TableState,
-    VersionedSchema,
-    Watermark,
-)
+from ingest.model import DdlEvent, PartitionId, TableId, TableSignature, TableState, VersionedSchema
 from ingest.pipeline.batch import (
     NO_PARTITION,
     PartitionRead,
@@ -40,17 +34,17 @@ from ingest.pipeline.batch import (
     quarantine_undecodable,
     stop_on_fatal,
 )
-from ingest.pipeline.ddl import apply_database_ddl, apply_ddl
+from ingest.pipeline.context import BatchContext, BatchTable, Pass
+from ingest.pipeline.ddl import apply_database_ddl
+from ingest.pipeline.ordering import ordering_of
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
-from ingest.pipeline.segments import apply_segment
 from ingest.pipeline.sessions import TableSessions
+from ingest.pipeline.tables import apply_table, held_after_failure
 from ingest.pipeline.tied import RenameGroups, TiedGroup, rename_groups, tied_groups, tied_stop
 from ingest.plan import schema as plan_schema
-from ingest.plan.renames import RenameGroup
 from ingest.spark_decode import (
     CLAIM_CHECK,
-    CONTROL_KINDS,
     KIND_DDL,
     KIND_DML,
     KIND_FATAL,
@@ -58,7 +52,7 @@ from ingest.spark_decode import (
     fetch_claim_checks,
     prepare_payload,
 )
-from ingest.state import buffer, ddl_history, progress, schema_cache, table_state
+from ingest.state import buffer, ddl_history, progress, schema_cache
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +64,6 @@ def process_batch(
 
     Raises before progress moves."""
     started = time.monotonic()
-    run_id = committed.run_id + 1
     # A buffer the last run left empty is not read: a crash after a later buffer write but before its
     # progress re-reads that run's input anyway, from the resume offsets the empty buffer goes with.
     buffered = (
@@ -80,7 +73,11 @@ def process_batch(
         messages = messages.unionByName(buffered)
     decoded, ranges = cache_once_per_position(_decode(spark, messages, config))
     try:
-        return _process(spark, decoded, ranges, config, committed, run_id, started)
+        batch = Batch(spark, config, committed, decoded, ranges, started)
+        batch.admit()
+        batch.group()
+        batch.apply_tables()
+        return batch.commit()
     finally:
         decoded.unpersist()
 
@@ -97,482 +94,299 @@ def _decode(spark: SparkSession, messages: DataFrame, config: IngestConfig) -> D
     if claims.isEmpty():
         return decoded
     resolved = fetch_claim_checks(
-        spark,
-        prepared,
-        claims,
-        config.claim_check_path,
-        config.claim_check_raw_value,
-        config.compression,
+        spark, prepared, claims, config.claim_check_path, config.claim_check_raw_value, config.compression,
         codec,
-    )
+    )  # fmt: skip
     logger.info("fetched %d claim-check message(s) from %s", claims.count(), config.claim_check_path)
     return decode_json(resolved, codec)
 
 
-def _process(
-    spark: SparkSession,
-    decoded: DataFrame,
-    ranges: dict[PartitionId, PartitionRead],
-    config: IngestConfig,
-    committed: progress.Progress,
-    run_id: int,
-    started: float,
-) -> BatchResult:
-    codec = config.codec
-    announced_types = codec.types_from is TypesFrom.ANNOUNCED
-    stop_on_fatal(ranges, codec)
-    records = sum(r.records for r in ranges.values())
-    check_partitions(config, ranges, committed, check_late=codec.has_watermarks)
-    bad = sum(r.bad for r in ranges.values())
-    quarantine_undecodable(spark, config, decoded, bad, run_id)
-    check_bad_ratio(config, bad, records)
+class Batch:
+    """One batch of decoded records, from what was read to the committed progress; see the module."""
 
-    ddls, watermarks, announced = _control_events(decoded, codec)
-    schemas: dict[schema_cache.SchemaKey, VersionedSchema] = {}
-    if announced_types:
-        schemas = schema_cache.load(spark, config.state_path, config.stream_id)
-        fresh = [s for s in announced if (s.table, s.version) not in schemas]
-        schemas.update({(s.table, s.version): s for s in fresh})
-    watermark_by_partition = order.advance_watermarks(committed.watermarks, watermarks)
-    partition_set = config.partitions or (
-        (set(ranges) - {NO_PARTITION}) | set(committed.watermarks) | set(committed.resume)
-    )
-    g = order.global_watermark(watermark_by_partition, partition_set)
-    missing = sorted(str(p) for p in partition_set if p not in watermark_by_partition)
-    if missing and codec.has_watermarks:
-        logger.warning(
-            "no watermark yet on partition(s) %s: nothing is applied until each has one", ", ".join(missing)
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: IngestConfig,
+        committed: progress.Progress,
+        decoded: DataFrame,
+        ranges: dict[PartitionId, PartitionRead],
+        started: float,
+    ) -> None:
+        self.spark, self.config, self.committed = spark, config, committed
+        self.decoded, self.ranges, self.started = decoded, ranges, started
+        self.run_id = committed.run_id + 1
+        self.ordering = ordering_of(config.codec)
+        self.announced = config.codec.types_from is TypesFrom.ANNOUNCED
+        self.dml = decoded.where(F.col("kind") == KIND_DML)
+        self.records = sum(r.records for r in ranges.values())
+        self.bad = sum(r.bad for r in ranges.values())
+        # Filled by the stages, in order.
+        self.g = 0
+        self.watermarks: dict[PartitionId, int] = {}
+        self.ddls: list[DdlEvent] = []
+        self.schemas: dict[schema_cache.SchemaKey, VersionedSchema] = {}
+        self.fresh: list[VersionedSchema] = []
+        self.signatures: list[TableSignature] = []
+        self.bounds: dict[TableId, int] = {}
+        self.tables: dict[TableId, BatchTable] = {}
+        self.unmoved: dict[TableId, TableState] = {}  # what tables the batch does not touch hold
+        self.groups: list[TiedGroup] = []
+        self.reports: dict[TableId, TableReport] = {}
+        self.stopped: dict[TableId, SchemaChangeRejected | TableFailed] = {}
+        self.deferred: list[TableId] = []
+        self.over = False
+
+    # -- stage 1: admit ---------------------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Stop on what stops the batch, quarantine what does not decode, and learn G and the DDLs."""
+        config, codec = self.config, self.config.codec
+        stop_on_fatal(self.ranges, codec)
+        check_partitions(config, self.ranges, self.committed, check_late=self.ordering.checks_late_partitions)
+        quarantine_undecodable(self.spark, config, self.decoded, self.bad, self.run_id)
+        check_bad_ratio(config, self.bad, self.records)
+        self.ddls, watermarks, announced = admission.control_events(self.decoded, codec)
+        if self.announced:
+            self.schemas = schema_cache.load(self.spark, config.state_path, config.stream_id)
+            self.fresh = [s for s in announced if (s.table, s.version) not in self.schemas]
+            self.schemas.update({(s.table, s.version): s for s in self.fresh})
+        self.watermarks = order.advance_watermarks(self.committed.watermarks, watermarks)
+        self.signatures = (
+            admission.simple_signatures(self.dml) if self.announced else admission.type_signatures(self.dml)
         )
+        self.g = self._point()
+        # Simple rows whose schema version no BOOTSTRAP or DDL has announced yet wait, and hold their table's
+        # apply bound just below the first of them: nothing after them may be applied before them.
+        parked = admission.parked(self.signatures, self.schemas)
+        self.bounds = {t: min(self.g, ts - 1) for t, ts in parked.items()}
 
-    dml = decoded.where(F.col("kind") == KIND_DML)
-    signatures = _simplesignatures(dml) if announced_types else type_signatures(dml)
-    if codec.offset_order:
-        # No watermarks: everything read is applied now, up to the newest commit time seen (never back).
-        g = max(
-            [committed.global_watermark, *(s.max_commit_ts for s in signatures), *(d.commit_ts for d in ddls)]
+    def _point(self) -> int:
+        partitions = self.config.partitions or (
+            (set(self.ranges) - {NO_PARTITION}) | set(self.committed.watermarks) | set(self.committed.resume)
         )
-    # Simple rows whose schema version no BOOTSTRAP or DDL has announced yet wait, and hold their table's
-    # apply bound just below the first of them: nothing after them may be applied before them.
-    parked = _parked(signatures, schemas)
-    bounds = {t: min(g, ts - 1) for t, ts in parked.items()}
-    # A DDL belongs to every table it changes: a rename to its source and its target, DROP DATABASE to
-    # each known table of that database. Each table admits and records it on its own.
-    known = set(committed.tables) | {s.table for s in signatures} | {d.table for d in ddls if d.table.table}
-    by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
-    for ddl in ddls:
-        affected = plan_schema.affected_tables(ddl, known)
-        if not affected:
-            apply_database_ddl(ddl, g)
-        for table in affected:
-            by_table[table].append(ddl)
-    tables = sorted({s.table for s in signatures} | set(by_table))
-    # Tables a DDL reads across (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION) are applied together, in
-    # rounds: every one of them up to just before such a DDL, then that DDL on each (reading the others as
-    # they were just before it), and so on; the other tables go on their own, several at once.
-    groups = tied_groups(ddls, known, g)
-    tied = {t for group in groups for t in group.tables}
-    stamps = _row_stamps(dml, [t for t in by_table if any(s.table == t for s in signatures)])
+        missing = sorted(str(p) for p in partitions if p not in self.watermarks)
+        if missing and self.config.codec.has_watermarks:
+            logger.warning(
+                "no watermark yet on partition(s) %s: nothing is applied until each has one",
+                ", ".join(missing),
+            )
+        times = [*(s.max_commit_ts for s in self.signatures), *(d.commit_ts for d in self.ddls)]
+        return self.ordering.point(self.committed.global_watermark, self.watermarks, partitions, times)
 
-    reports: dict[TableId, TableReport] = {}
-    states = held_states(spark, config, committed)
-    progress.begin_run(spark, config.state_path, config.stream_id, run_id, tables)
-    sessions = TableSessions(spark, dml, config.table_parallelism)
-    listed = ddl_history.Listed(config.state_path, by_table, min((d.commit_ts for d in ddls), default=0))
+    # -- stage 2: group ---------------------------------------------------------------------------------
 
-    # A DDL refused on a table stops that table (and the tables it ties it to) just below the DDL; the rest
-    # of the batch goes on, and the stopped tables' later changes wait in the buffer.
-    stopped: dict[TableId, SchemaChangeRejected | TableFailed] = {}
+    def group(self) -> None:
+        """The tables the batch touches, each with its DDLs, and the tables a DDL ties together."""
+        # A DDL belongs to every table it changes: a rename to its source and its target, DROP DATABASE to
+        # each known table of that database. Each table admits and records it on its own.
+        known = (
+            set(self.committed.tables)
+            | {s.table for s in self.signatures}
+            | {d.table for d in self.ddls if d.table.table}
+        )
+        by_table: dict[TableId, list[DdlEvent]] = defaultdict(list)
+        for ddl in self.ddls:
+            affected = plan_schema.affected_tables(ddl, known)
+            if not affected:
+                apply_database_ddl(ddl, self.g)
+            for table in affected:
+                by_table[table].append(ddl)
+        names = sorted({s.table for s in self.signatures} | set(by_table))
+        stamps = admission.row_stamps(
+            self.dml, [t for t in by_table if any(s.table == t for s in self.signatures)]
+        )
+        states = held_states(self.spark, self.config, self.committed)
+        self.tables = {
+            t: BatchTable(
+                t, self.config.mirror.address(t), states.get(t, TableState()), by_table.get(t, []),
+                [s for s in self.signatures if s.table == t], stamps.get(t),
+            )
+            for t in names
+        }  # fmt: skip
+        self.unmoved = {t: s for t, s in states.items() if t not in self.tables}
+        # Tables a DDL reads across (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION) are applied together,
+        # in rounds: every one of them up to just before such a DDL, then that DDL on each (reading the
+        # others as they were just before it), and so on; the other tables go on their own, several at once.
+        self.groups = tied_groups(self.ddls, known, self.g)
 
-    def apply(
-        table: TableId, held_through: int | None, bound: int = g, renames: RenameGroups = None
-    ) -> TableReport | None:
-        if table in stopped:
-            return None
+    # -- stage 3: apply the tables ----------------------------------------------------------------------
+
+    def apply_tables(self) -> None:
+        """Apply every table: a first pass, then, once the batch is known to stay within max-bad-ratio, a
+        second pass past rows that do not convert. Tables tied by a DDL go group by group."""
+        config = self.config
+        progress.begin_run(self.spark, config.state_path, config.stream_id, self.run_id, list(self.tables))
+        self.context = BatchContext(
+            config, self.ordering, self.run_id, self.schemas,
+            ddl_history.Listed(config.state_path, [t for t in self.tables if self.tables[t].ddls],
+                               min((d.commit_ts for d in self.ddls), default=0)),
+        )  # fmt: skip
+        self.sessions = TableSessions(self.spark, self.dml, config.table_parallelism)
+        tied = {t for group in self.groups for t in group.tables}
+        self.position = {table: number for number, table in enumerate(self.tables, start=1)}
         try:
-            with sessions.lease() as lease:
-                report, states[table], refused = _apply_table(
-                    lease.session,
-                    config,
-                    table,
-                    lease.dml,
-                    signatures,
-                    by_table.get(table, []),
-                    min(bound, bounds.get(table, g)),
-                    states.get(table, TableState()),
-                    run_id,
-                    schemas,
-                    held_through,
-                    renames or {},
-                    stamps.get(table),
-                    listed=listed,
-                )
-        except Exception as exc:  # whatever one table meets stops that table only
-            logger.exception("run %d: %s failed; it stops, the other tables go on", run_id, table)
-            states[table] = _held_state(spark, config, table, committed)
-            stop(table, TableFailed(table, states[table].applied_ts, exc), states[table].applied_ts + 1)
-            return None
-        if table in reports:
-            reports[table].absorb(report)
+            apply_tables(self.spark, self.groups, self._first_pass, 1, stop=lambda: self.over,
+                         sessions=self.sessions)  # fmt: skip
+            loose = [t for t in self.tables if t not in tied]
+            apply_tables(self.spark, loose, self._first_pass, config.table_parallelism,
+                         stop=lambda: self.over, sessions=self.sessions)  # fmt: skip
+            self._check_bad_ratio()
+            self._second_pass(tied)
+        finally:
+            self.sessions.close()
+
+    def _first_pass(self, unit: TableId | TiedGroup) -> None:
+        """A table (or a tied group) up to G, stopping just below rows that do not convert: the batch may
+        yet fail on max-bad-ratio, and a re-run after the fix must find those rows unapplied."""
+        members = unit.tables if isinstance(unit, TiedGroup) else (unit,)
+        for table in members:
+            logger.info("run %d: table %d/%d: %s", self.run_id, self.position[table], len(self.tables), table)
+        if isinstance(unit, TiedGroup):
+            complete = self._apply_group(unit, first=True)
         else:
-            reports[table] = report
-        if refused is not None:
-            stop(table, refused, refused.commit_ts or g)
-            return None
-        return report
+            complete = not self._held_below(self._apply(unit, self._held(unit, True)), True)
+        if not complete:
+            self.deferred.extend(members)
+            if over_bad_ratio(self.config, self._quarantined(), self.records):
+                self.over = True  # the batch fails whatever comes next: leave the remaining tables untouched
 
-    def stop(table: TableId, exc: SchemaChangeRejected | TableFailed, commit_ts: int) -> None:
-        stopped[table] = exc
-        bounds[table] = min(bounds.get(table, g), commit_ts - 1)
-        report = reports.setdefault(
-            table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts)
-        )
-        report.stopped = str(exc)
-        logger.error("run %d: %s", run_id, exc)
+    def _second_pass(self, tied: set[TableId]) -> None:
+        """Past quarantined rows, each checked as it ends: once the batch is known to fail, what is left
+        stays untouched."""
+        for group in self.groups:
+            if any(t in self.deferred for t in group.tables):
+                self._apply_group(group, first=False)
+                self._check_bad_ratio()
+        for table in sorted((t for t in self.deferred if t not in tied), key=self.position.__getitem__):
+            self._apply(table, self._held(table, False))
+            self._check_bad_ratio()
 
-    # First pass: a table whose rows do not all convert stops just below the first that does not, for the
-    # batch may yet fail on max-bad-ratio, and a re-run after the fix must find those rows unapplied. Only
-    # when the whole batch's count is known to pass do such tables go on past their quarantined rows.
-    deferred: list[TableId] = []
-    over: list[bool] = []
-    position = {table: number for number, table in enumerate(tables, start=1)}
-
-    def held(table: TableId, first: bool) -> int | None:
-        return None if first else (reports[table].held_through if table in reports else 0) or 0
-
-    def held_below(report: TableReport | None, first: bool) -> bool:
-        return first and report is not None and report.held_through is not None
-
-    def apply_group(group: TiedGroup, first: bool) -> bool:
+    def _apply_group(self, group: TiedGroup, first: bool) -> bool:
         """The group's rounds; False when a table stopped below rows that do not convert (first pass)."""
         for stamp in group.stamps:
             for table in group.tables:
-                if held_below(apply(table, held(table, first), stamp - 1), first):
+                if self._held_below(self._apply(table, self._held(table, first), stamp - 1), first):
                     return False
-            blocked = [t for t in group.tables if t in stopped]
+            blocked = [t for t in group.tables if t in self.stopped]
             if blocked:
                 # A DDL of this round reads tables across the group; with one of them stopped below an
                 # earlier DDL, what it would read is not upstream's. The whole group stops here.
                 for table in group.tables:
-                    if table not in stopped:
-                        stop(table, tied_stop(table, blocked, stopped, stamp), stamp)
+                    if table not in self.stopped:
+                        self._stop(table, tied_stop(table, blocked, self.stopped, stamp), stamp)
                 return True
-            renames = rename_groups(spark, config, group.ddls, stamp)
+            renames = rename_groups(self.spark, self.config, group.ddls, stamp)
             for table in group.tables:
-                apply(table, held(table, first), stamp, renames)
-        return all(not held_below(apply(table, held(table, first)), first) for table in group.tables)
+                self._apply(table, self._held(table, first), stamp, renames)
+        return all(not self._held_below(self._apply(t, self._held(t, first)), first) for t in group.tables)
 
-    def first_pass(unit: TableId | TiedGroup) -> None:
-        members = unit.tables if isinstance(unit, TiedGroup) else (unit,)
-        for table in members:
-            logger.info("run %d: table %d/%d: %s", run_id, position[table], len(tables), table)
-        complete = (
-            apply_group(unit, True)
-            if isinstance(unit, TiedGroup)
-            else not held_below(apply(unit, None), True)
-        )
-        if not complete:
-            deferred.extend(members)
-            if over_bad_ratio(config, bad + sum(r.quarantined for r in list(reports.values())), records):
-                over.append(True)  # the batch fails whatever comes next: leave the remaining tables untouched
-
-    try:
-        apply_tables(spark, groups, first_pass, 1, stop=lambda: bool(over), sessions=sessions)
-        apply_tables(
-            spark,
-            [t for t in tables if t not in tied],
-            first_pass,
-            config.table_parallelism,
-            stop=lambda: bool(over),
-            sessions=sessions,
-        )
-        conversion_bad = sum(r.quarantined for r in reports.values())
-        check_bad_ratio(config, bad + conversion_bad, records)
-        # Second pass, each checked as it ends: once the batch is known to fail, what is left stays
-        # untouched.
-        for group in groups:
-            if any(t in deferred for t in group.tables):
-                apply_group(group, False)
-                check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
-        for table in sorted((t for t in deferred if t not in tied), key=position.__getitem__):
-            apply(table, held(table, False))
-            check_bad_ratio(config, bad + sum(r.quarantined for r in reports.values()), records)
-    finally:
-        sessions.close()
-    pending = decoded.where(F.col("kind").isin(KIND_DML, KIND_DDL) & _above_bound(g, bounds))
-    pending_rows, pending_records = _pending_counts(pending)
-    for table, count in pending_rows.items():
-        reports.setdefault(table, TableReport(table, applied_ts=states.get(table, TableState()).applied_ts))
-        reports[table].pending = count
-    # Everything read is now applied, quarantined or buffered: the read position moves past all of it.
-    # An empty buffer that stays empty needs no commit.
-    if pending_records or committed.buffered != 0:
-        buffer.replace_buffer(spark, config.state_path, config.stream_id, pending, pending_records)
-    resume = {**committed.resume, **{p: r.last_offset + 1 for p, r in ranges.items() if p != NO_PARTITION}}
-    new_progress = progress.Progress(
-        run_id=run_id,
-        global_watermark=g,
-        resume=resume,
-        watermarks=watermark_by_partition,
-        tables=states,
-        pending_rows=pending_rows,
-        buffered=pending_records,
-        failed={t: str(e) for t, e in stopped.items() if isinstance(e, TableFailed)},
-    )
-    if announced_types:
-        # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
-        schema_cache.add(spark, config.state_path, config.stream_id, fresh)
-    progress.commit_progress(spark, config.state_path, config.stream_id, new_progress)
-    decoded_per_table: dict[TableId, int] = defaultdict(int)
-    for signature in signatures:
-        decoded_per_table[signature.table] += signature.rows
-    for table, table_ddls in by_table.items():
-        decoded_per_table[table] += len(table_ddls)
-    result = BatchResult(
-        run_id,
-        records,
-        g,
-        bad + conversion_bad,
-        reports,
-        time.monotonic() - started,
-        bytes=sum(r.bytes for r in ranges.values()),
-        decoded=dict(decoded_per_table),
-        lag_seconds=lag_seconds(g),
-    )
-    for report in reports.values():
-        logger.info("run %d: %s", run_id, report.describe())
-    logger.info("%s", result.describe())
-    if stopped:
-        raise TablesStopped(stopped, result)
-    return result
-
-
-def _control_events(
-    decoded: DataFrame, codec: Codec
-) -> tuple[list[DdlEvent], list[Watermark], list[VersionedSchema]]:
-    """DDLs, watermarks and announced table schemas: the only records that reach the driver, built by the
-    codec from their decoded columns."""
-    names = ("kind", "type", "database", "table", "commit_ts", "sql", "table_schema", "pre_table_schema")
-    rows = decoded.where(F.col("kind").isin(*CONTROL_KINDS)).select("topic", "partition", "offset", *names)
-    ddls: list[DdlEvent] = []
-    watermarks: list[Watermark] = []
-    schemas: list[VersionedSchema] = []
-    for row in rows.collect():
-        position = Position(row["topic"], row["partition"], row["offset"])
-        control = codec.control(Decoded(position, **{name: row[name] for name in names}))
-        schemas.extend(control.schemas)
-        if isinstance(control.event, DdlEvent):
-            ddls.append(control.event)
-        elif control.event is not None:
-            watermarks.append(control.event)
-    return ddls, watermarks, schemas
-
-
-def type_signatures(dml: DataFrame) -> list[TableSignature]:
-    # Grouped on the map's key and value arrays as they come: sorting each row's pairs into one value
-    # cost more than the aggregate itself. The same types in another key order meet again on the driver.
-    rows = (
-        dml.groupBy(
-            "database",
-            "table",
-            F.map_keys("mysql_type").alias("names"),
-            F.map_values("mysql_type").alias("types"),
-            F.col("pk_names"),
-        )
-        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
-        .collect()
-    )
-    merged: dict[tuple[TableId, tuple[tuple[str, str], ...], tuple[str, ...]], list[int]] = {}
-    for row in rows:
-        pairs = tuple(sorted(zip(row["names"] or [], row["types"] or [], strict=True)))
-        group = (TableId(row["database"], row["table"]), pairs, tuple(row["pk_names"] or ()))
-        lo, hi, n = int(row["lo"]), int(row["hi"]), int(row["n"])
-        if group in merged:
-            seen = merged[group]
-            lo, hi, n = min(lo, seen[0]), max(hi, seen[1]), n + seen[2]
-        merged[group] = [lo, hi, n]
-    return [
-        TableSignature(
-            table=table, mysql_types=pairs, pk_names=pk, min_commit_ts=lo, max_commit_ts=hi, rows=n
-        )
-        for (table, pairs, pk), (lo, hi, n) in merged.items()
-    ]
-
-
-def _simplesignatures(dml: DataFrame) -> list[TableSignature]:
-    rows = (
-        dml.groupBy("database", "table", "schema_version")
-        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
-        .collect()
-    )
-    return [
-        TableSignature(
-            table=TableId(r["database"], r["table"]),
-            mysql_types=(),
-            pk_names=(),
-            min_commit_ts=int(r["lo"]),
-            max_commit_ts=int(r["hi"]),
-            rows=int(r["n"]),
-            schema_version=int(r["schema_version"]),
-        )
-        for r in rows
-    ]
-
-
-def _parked(
-    signatures: list[TableSignature], schemas: dict[schema_cache.SchemaKey, VersionedSchema]
-) -> dict[TableId, int]:
-    """Per table, the first commit_ts of rows whose schema version is unknown (Simple only)."""
-    parked: dict[TableId, int] = {}
-    for s in signatures:
-        if s.schema_version is not None and (s.table, s.schema_version) not in schemas:
-            parked[s.table] = min(parked.get(s.table, s.min_commit_ts), s.min_commit_ts)
-            logger.warning(
-                "%s: %d row(s) name schema version %d, which no BOOTSTRAP or DDL has announced yet; "
-                "they wait, and the table is applied only up to commitTs %d",
-                s.table,
-                s.rows,
-                s.schema_version,
-                s.min_commit_ts - 1,
-            )
-    return parked
-
-
-def _above_bound(g: int, bounds: dict[TableId, int]) -> SparkColumn:
-    """Rows and DDLs not applied by this batch: above G, or above their own table's lower bound."""
-    condition = F.col("commit_ts") > g
-    for table, bound in bounds.items():
-        mine = (F.col("database") == table.schema) & (F.col("table") == table.table)
-        condition = condition | (mine & (F.col("commit_ts") > bound))
-    return condition
-
-
-def _apply_table(
-    spark: SparkSession,
-    config: IngestConfig,
-    table: TableId,
-    dml: DataFrame,
-    signatures: list[TableSignature],
-    ddls: list[DdlEvent],
-    g: int,
-    state: TableState,
-    run_id: int,
-    schemas: dict[schema_cache.SchemaKey, VersionedSchema],
-    held_through: int | None = None,
-    renames: Mapping[int, RenameGroup] | None = None,
-    row_stamps: list[int] | None = None,
-    *,
-    listed: ddl_history.Listed,
-) -> tuple[TableReport, TableState, SchemaChangeRejected | None]:
-    """Apply one table's DDLs and row segments up to ``g`` (G, or the table's own lower bound), from
-    ``state``, what the table holds.
-
-    A DDL refused on the table ends its work there: what was applied below it is returned with the refusal.
-
-    ``held_through`` None: the first pass, which stops the table just below rows that do not convert
-    (the report says so). Otherwise the second pass, past such rows, whose bad rows up to that commit_ts
-    are already quarantined. ``row_stamps``: the sorted commit_ts of the table's rows in the batch, where
-    known; segments between DDLs that hold none are skipped.
-    """
-    path = config.mirror.address(table)
-    applied_before = state.applied_ts
-    if config.codec.offset_order:
-        # Best effort: a row older than what the table already holds may be new (its partition lagged);
-        # it is admitted, and the MERGE guard keeps newer rows. Only DDLs are deduplicated, by D_T.
-        state = replace(state, applied_ts=0)
-    seen: set[tuple[int, str]] = set()
-    admitted: list[DdlEvent] = []
-    for ddl in sorted(ddls, key=lambda d: (d.commit_ts, d.position.offset)):
-        if order.ddl_is_new(state, ddl) and (ddl.commit_ts, ddl.identity) not in seen:
-            seen.add((ddl.commit_ts, ddl.identity))
-            admitted.append(ddl)
-    mine = [s for s in signatures if s.table == table]
-    has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= g for s in mine)
-    report = TableReport(table, applied_ts=state.applied_ts)
-    refused: SchemaChangeRejected | None = None
-    grouped: set[int] = set()
-    steps = order.plan_table_steps(table, state, admitted, g, has_rows)
-    if row_stamps is not None:
-        steps = order.drop_empty_segments(steps, row_stamps)
-    for step in steps:
-        if isinstance(step, order.DdlStep):
-            group = (renames or {}).get(step.ddl.commit_ts)
-            first = group is None or step.ddl.commit_ts not in grouped
-            if group is not None:
-                grouped.add(step.ddl.commit_ts)
-            # Every write of a DDL takes the session's write turn itself (committing, exclusive_write), so
-            # DDLs of tables applied side by side overlap in their reads and plans.
-            try:
-                state = apply_ddl(
-                    spark,
-                    config,
-                    table,
-                    path,
-                    step.ddl,
-                    state,
-                    run_id,
-                    rename_group=group,
-                    first_of_group=first,
-                    listed=listed,
-                )
-            except SchemaChangeRejected as exc:
-                if exc.commit_ts is None:
-                    raise
-                refused = exc
-                break
-            report.ddls.append(step.ddl.sql)
+    def _apply(
+        self, name: TableId, held_through: int | None, bound: int | None = None, renames: RenameGroups = None
+    ) -> TableReport | None:
+        """One pass over one table; whatever it meets stops that table only."""
+        if name in self.stopped:
+            return None
+        table = self.tables[name]
+        limit = min(self.g if bound is None else bound, self.bounds.get(name, self.g))
+        try:
+            with self.sessions.lease() as lease:
+                run = Pass(lease.session, lease.dml, limit, held_through, renames or {})
+                report, table.state, refused = apply_table(self.context, table, run)
+        except Exception as exc:
+            logger.exception("run %d: %s failed; it stops, the other tables go on", self.run_id, name)
+            table.state = held_after_failure(self.spark, table)
+            self._stop(name, TableFailed(name, table.state.applied_ts, exc), table.state.applied_ts + 1)
+            return None
+        if name in self.reports:
+            self.reports[name].absorb(report)
         else:
-            state = apply_segment(
-                spark, config, path, step, dml, mine, state, run_id, report, schemas, held_through
-            )
-            if report.held_through is not None and held_through is None:
-                report.applied_ts = state.applied_ts
-                return report, state, None
-        report.applied_ts = state.applied_ts
-    state = replace(state, applied_ts=max(state.applied_ts, applied_before))
-    report.applied_ts = state.applied_ts
-    alias = config.mirror.alias(table)
-    if alias and apply_schema.table_exists(spark, path):
-        with table_state.exclusive_write(spark):
-            apply_schema.register_catalog_table(spark, alias, path)
-    return report, state, refused
+            self.reports[name] = report
+        if refused is not None:
+            self._stop(name, refused, refused.commit_ts or self.g)
+            return None
+        return report
 
+    def _stop(self, name: TableId, exc: SchemaChangeRejected | TableFailed, commit_ts: int) -> None:
+        """A table stops just below ``commit_ts``: the rest of the batch goes on, and its later changes wait
+        in the buffer."""
+        self.stopped[name] = exc
+        self.bounds[name] = min(self.bounds.get(name, self.g), commit_ts - 1)
+        report = self.reports.setdefault(
+            name, TableReport(name, applied_ts=self.tables[name].state.applied_ts)
+        )
+        report.stopped = str(exc)
+        logger.error("run %d: %s", self.run_id, exc)
 
-def _held_state(
-    spark: SparkSession, config: IngestConfig, table: TableId, committed: progress.Progress
-) -> TableState:
-    """What a table that failed part-way holds: its newest commit's state (each of its commits records one,
-    so a failure anywhere leaves a state the next batch resumes from, as after a kill)."""
-    path = config.mirror.address(table)
-    try:
-        held = table_state.read_table_state(spark, path)
-    except Exception:  # the table cannot even be read: it holds what progress last said
-        logger.exception("%s: its state cannot be read; keeping the last committed one", table)
-        held = None
-    return held or committed.tables.get(table, TableState())
+    def _held(self, name: TableId, first: bool) -> int | None:
+        return None if first else (self.reports[name].held_through if name in self.reports else 0) or 0
 
+    @staticmethod
+    def _held_below(report: TableReport | None, first: bool) -> bool:
+        return first and report is not None and report.held_through is not None
 
-def _pending_counts(pending: DataFrame) -> tuple[dict[TableId, int], int]:
-    """How many rows per table stay pending above G (DDLs are not counted as rows), and how many records
-    in all (rows and DDLs): what the buffer will hold."""
-    rows = pending.groupBy("kind", "database", "table").count().collect()
-    per_table: dict[TableId, int] = defaultdict(int)
-    for r in rows:
-        if r["kind"] == KIND_DML and r["table"]:
-            per_table[TableId(r["database"], r["table"])] += int(r["count"])
-    return dict(per_table), sum(int(r["count"]) for r in rows)
+    def _quarantined(self) -> int:
+        return self.bad + sum(r.quarantined for r in list(self.reports.values()))
 
+    def _check_bad_ratio(self) -> None:
+        check_bad_ratio(self.config, self._quarantined(), self.records)
 
-def _row_stamps(dml: DataFrame, tables: list[TableId]) -> dict[TableId, list[int]]:
-    """The sorted commit_ts of each table's rows, for tables with DDLs in the batch (one Spark job)."""
-    if not tables:
-        return {}
-    wanted = F.lit(False)
-    for table in tables:
-        wanted = wanted | ((F.col("database") == table.schema) & (F.col("table") == table.table))
-    rows = (
-        dml.where(wanted)
-        .groupBy("database", "table")
-        .agg(F.array_sort(F.collect_set("commit_ts")).alias("stamps"))
-        .collect()
-    )
-    return {TableId(r["database"], r["table"]): [int(t) for t in r["stamps"]] for r in rows}
+    # -- stage 4: commit --------------------------------------------------------------------------------
+
+    def commit(self) -> BatchResult:
+        """Buffer what waits, commit the batch's progress, and report; raises when tables stopped (after
+        committing the others)."""
+        config = self.config
+        pending = self.decoded.where(
+            F.col("kind").isin(KIND_DML, KIND_DDL) & admission.above_bound(self.g, self.bounds)
+        )
+        pending_rows, pending_records = admission.pending_counts(pending)
+        for name, count in pending_rows.items():
+            self._report(name).pending = count
+        # Everything read is now applied, quarantined or buffered: the read position moves past all of it.
+        # An empty buffer that stays empty needs no commit.
+        if pending_records or self.committed.buffered != 0:
+            buffer.replace_buffer(self.spark, config.state_path, config.stream_id, pending, pending_records)
+        if self.announced:
+            # Durable before progress moves past the BOOTSTRAP/DDL messages that announced them.
+            schema_cache.add(self.spark, config.state_path, config.stream_id, self.fresh)
+        progress.commit_progress(
+            self.spark, config.state_path, config.stream_id, self._progress(pending_rows, pending_records)
+        )
+        result = self._result()
+        if self.stopped:
+            raise TablesStopped(self.stopped, result)
+        return result
+
+    def _report(self, name: TableId) -> TableReport:
+        state = self.tables[name].state if name in self.tables else self.unmoved.get(name, TableState())
+        return self.reports.setdefault(name, TableReport(name, applied_ts=state.applied_ts))
+
+    def _progress(self, pending_rows: dict[TableId, int], pending_records: int) -> progress.Progress:
+        resume = {p: r.last_offset + 1 for p, r in self.ranges.items() if p != NO_PARTITION}
+        return progress.Progress(
+            run_id=self.run_id,
+            global_watermark=self.g,
+            resume={**self.committed.resume, **resume},
+            watermarks=self.watermarks,
+            tables={**self.unmoved, **{t: table.state for t, table in self.tables.items()}},
+            pending_rows=pending_rows,
+            buffered=pending_records,
+            failed={t: str(e) for t, e in self.stopped.items() if isinstance(e, TableFailed)},
+        )
+
+    def _result(self) -> BatchResult:
+        decoded: dict[TableId, int] = defaultdict(int)
+        for signature in self.signatures:
+            decoded[signature.table] += signature.rows
+        for name, table in self.tables.items():
+            decoded[name] += len(table.ddls)
+        result = BatchResult(
+            self.run_id, self.records, self.g, self._quarantined(), self.reports,
+            time.monotonic() - self.started, bytes=sum(r.bytes for r in self.ranges.values()),
+            decoded=dict(decoded), lag_seconds=lag_seconds(self.g),
+        )  # fmt: skip
+        for report in self.reports.values():
+            logger.info("run %d: %s", self.run_id, report.describe())
+        logger.info("%s", result.describe())
+        return result

@@ -47,8 +47,16 @@ __all__ = [
     "DeletePartitionRows", "DropColumn", "ExchangeRows", "ExchangeSides", "RecordOnly", "Reject",
     "RenameColumn", "Retire", "SchemaChange", "SetPartitioning", "SetUniqueKeys", "Truncate",
     "affected_tables", "exchange_tables", "go_json_text", "is_rename", "literal_wire_text",
-    "plan_schema_changes", "reads_other_tables", "rename_pairs",
+    "plan_schema_changes", "reads_other_tables", "rename_pairs", "statement_of",
 ]  # fmt: skip
+
+
+def statement_of(ddl: DdlEvent) -> mysql_ddl.Statement:
+    """The DDL's statement, parsed where the event entered (``mysql_ddl.ddl_event``); planning never parses
+    text again."""
+    if ddl.statement is None:
+        raise ValueError(f"a DDL event without its parsed statement: {ddl.sql!r} (build it with ddl_event)")
+    return ddl.statement
 
 
 def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
@@ -57,7 +65,7 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
     ``known`` are the tables the mirror knows, for DROP DATABASE. An empty list means a database-level DDL
     that touches no table.
     """
-    statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
+    statement = statement_of(ddl)
     if isinstance(statement, mysql_ddl.RenameTables):
         return [t for pair in statement.pairs for t in pair]
     if isinstance(statement, mysql_ddl.DropDatabase):
@@ -79,12 +87,12 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
 
 def is_rename(ddl: DdlEvent) -> bool:
     """Whether a DDL renames tables (its affected tables then come in (source, target) pairs)."""
-    return isinstance(mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema), mysql_ddl.RenameTables)
+    return isinstance(statement_of(ddl), mysql_ddl.RenameTables)
 
 
 def rename_pairs(ddl: DdlEvent) -> tuple[tuple[TableId, TableId], ...]:
     """The (old, new) pairs a RENAME event moves (none for any other DDL)."""
-    statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
+    statement = statement_of(ddl)
     return statement.pairs if isinstance(statement, mysql_ddl.RenameTables) else ()
 
 
@@ -97,7 +105,7 @@ def exchange_partner(statement: mysql_ddl.PartitionDdl) -> TableId:
 
 def exchange_tables(ddl: DdlEvent) -> tuple[TableId, TableId] | None:
     """(partitioned, other) of an EXCHANGE PARTITION event; None for any other DDL."""
-    statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
+    statement = statement_of(ddl)
     if isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition):
         return statement.table, exchange_partner(statement)
     return None
@@ -107,7 +115,7 @@ def reads_other_tables(ddl: DdlEvent) -> bool:
     """Whether applying a DDL to one table reads another (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION):
     every table it names must then be applied up to just before it first, and each reads the others as
     they were just before it."""
-    statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
+    statement = statement_of(ddl)
     return isinstance(statement, mysql_ddl.RenameTables | mysql_ddl.CreateTableLike) or (
         isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition)
     )
@@ -242,7 +250,7 @@ def plan_schema_changes(
     """
     table = table or ddl.table
     given_defaults = given_defaults or {}
-    statement = mysql_ddl.parse_ddl(ddl.sql, ddl.table.schema)
+    statement = statement_of(ddl)
     if isinstance(statement, mysql_ddl.CreateDatabase):
         return [RecordOnly(f"CREATE DATABASE {statement.schema}: databases are directories")]
     if isinstance(statement, mysql_ddl.DatabaseOptions):

@@ -12,6 +12,7 @@ from ingest.decode.mysql_ddl import (
     NonDataObject,
     RenameTables,
     TableOptions,
+    ddl_event,
     default_literal,
     parse_ddl,
 )
@@ -40,7 +41,7 @@ T = TableId("col", "t")
 
 
 def event(sql: str, table: TableId = T, commit_ts: int = 100) -> DdlEvent:
-    return DdlEvent(table, commit_ts, sql, "ALTER", Position("tidb_cdc", 0, 7))
+    return ddl_event(table, commit_ts, sql, "ALTER", Position("tidb_cdc", 0, 7))
 
 
 def backfill(sql: str) -> str | None:

@@ -54,9 +54,13 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path) -> list[str]:
-    """Absolute names of every module a file imports (``from ingest import x`` counts as ``ingest.x``)."""
+    """Absolute names of every module a file imports (``from ingest import x`` counts as ``ingest.x``), but
+    for those under ``if TYPE_CHECKING:``, which name types for the type checker and run nothing."""
     names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for block in [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]:
+        block.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -1,4 +1,5 @@
 from ingest import order
+from ingest.decode.mysql_ddl import ddl_event
 from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, Watermark
 from ingest.order import (
     DdlStep,
@@ -18,7 +19,7 @@ def wm(ts: int, partition: int, offset: int = 0) -> Watermark:
 
 
 def ddl(ts: int, sql: str = "ALTER TABLE t ADD COLUMN c INT", offset: int = 0) -> DdlEvent:
-    return DdlEvent(T, ts, sql, "ALTER", Position("cdc", 0, offset))
+    return ddl_event(T, ts, sql, "ALTER", Position("cdc", 0, offset))
 
 
 def test_watermark_regression_is_ignored():
@@ -70,7 +71,7 @@ def test_segment_admits_by_commit_ts():
 def test_segments_that_no_row_falls_into_are_dropped_and_ddls_kept():
     t = TableId("s", "t")
     ddls = [
-        DdlEvent(t, ts, f"ALTER TABLE t ADD COLUMN c{ts} INT", "ALTER", Position("p", 0, ts))
+        ddl_event(t, ts, f"ALTER TABLE t ADD COLUMN c{ts} INT", "ALTER", Position("p", 0, ts))
         for ts in (20, 30, 40)
     ]
     steps = order.plan_table_steps(t, TableState(applied_ts=10), ddls, 50, has_rows=True)

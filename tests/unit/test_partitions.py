@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.decode import mysql_partition as mp
-from ingest.decode.mysql_ddl import CreateTable, PartitionDdl, parse_ddl
+from ingest.decode.mysql_ddl import CreateTable, PartitionDdl, ddl_event, parse_ddl
 from ingest.model import DdlEvent, Position, TableId
 from ingest.plan import partitions
 from ingest.plan.partitions import HashRemainder, InRange, InValues, IsNull, NoneOf, Partition, Partitioning
@@ -36,7 +36,7 @@ LIST = (
 
 
 def event(sql: str) -> DdlEvent:
-    return DdlEvent(T, 100, sql, "ALTER", Position("cdc", 0, 7))
+    return ddl_event(T, 100, sql, "ALTER", Position("cdc", 0, 7))
 
 
 def planned_partitioning(sql: str) -> Partitioning:

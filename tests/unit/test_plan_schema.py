@@ -1,3 +1,4 @@
+from ingest.decode.mysql_ddl import ddl_event
 from ingest.model import ColumnKind, ColumnType, DdlEvent, Position, TableId
 from ingest.plan.schema import (
     AddColumn,
@@ -20,7 +21,7 @@ T = TableId("shop", "c")
 
 
 def event(sql: str) -> DdlEvent:
-    return DdlEvent(T, 100, sql, "ALTER", Position("cdc", 0, 7))
+    return ddl_event(T, 100, sql, "ALTER", Position("cdc", 0, 7))
 
 
 def test_add_column_not_null_default_backfills_existing_rows_with_the_default():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest.model import TableId
-from ingest.pipeline.watermarked import type_signatures
+from ingest.pipeline.admission import type_signatures
 
 SCHEMA = (
     "database string, table string, mysql_type map<string,string>, pk_names array<string>, commit_ts long"

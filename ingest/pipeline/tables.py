@@ -1,0 +1,111 @@
+"""One table of a batch applied: its DDLs and row segments, in commit order, up to its bound. Wiring (I/O).
+
+Every Delta operation on the table goes to the address its :class:`~ingest.pipeline.context.BatchTable`
+carries.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from pyspark.sql import SparkSession
+
+from ingest import order
+from ingest.apply import schema as apply_schema
+from ingest.config import IngestConfig
+from ingest.errors import SchemaChangeRejected
+from ingest.model import DdlEvent, TableState
+from ingest.pipeline.context import BatchContext, BatchTable, Pass
+from ingest.pipeline.ddl import apply_ddl
+from ingest.pipeline.report import TableReport
+from ingest.pipeline.segments import apply_segment
+from ingest.state import table_state
+
+logger = logging.getLogger(__name__)
+
+
+def apply_table(
+    context: BatchContext, table: BatchTable, run: Pass
+) -> tuple[TableReport, TableState, SchemaChangeRejected | None]:
+    """Apply the table's DDLs and row segments up to ``run.bound``, from ``table.state``.
+
+    A DDL refused on the table ends its work there: what was applied below it is returned with the refusal.
+    A first pass that stops below rows that do not convert says so in the report (``held_through``).
+    """
+    start = context.ordering.start(table.state)
+    report = TableReport(table.id, applied_ts=start.applied_ts)
+    state, refused = start, None
+    grouped: set[int] = set()
+    for step in _steps(table, start, run.bound):
+        if isinstance(step, order.DdlStep):
+            state, refused = _ddl_step(context, table, run, step.ddl, state, grouped)
+            if refused is not None:
+                break
+            report.ddls.append(step.ddl.sql)
+        else:
+            state = apply_segment(run.session, context, table, step, run.dml, state, report, run.held_through)
+            if report.held_through is not None and run.held_through is None:
+                report.applied_ts = state.applied_ts
+                return report, state, None
+        report.applied_ts = state.applied_ts
+    state = replace(state, applied_ts=max(state.applied_ts, table.state.applied_ts))
+    report.applied_ts = state.applied_ts
+    _register_alias(run.session, context.config, table)
+    return report, state, refused
+
+
+def _steps(table: BatchTable, state: TableState, bound: int) -> list[order.Step]:
+    """The table's new DDLs (each once) and the row segments between them, up to ``bound``."""
+    seen: set[tuple[int, str]] = set()
+    admitted: list[DdlEvent] = []
+    for ddl in sorted(table.ddls, key=lambda d: (d.commit_ts, d.position.offset)):
+        if order.ddl_is_new(state, ddl) and (ddl.commit_ts, ddl.identity) not in seen:
+            seen.add((ddl.commit_ts, ddl.identity))
+            admitted.append(ddl)
+    has_rows = any(s.max_commit_ts >= state.applied_ts and s.min_commit_ts <= bound for s in table.signatures)
+    steps = order.plan_table_steps(table.id, state, admitted, bound, has_rows)
+    return steps if table.stamps is None else order.drop_empty_segments(steps, table.stamps)
+
+
+def _ddl_step(
+    context: BatchContext,
+    table: BatchTable,
+    run: Pass,
+    ddl: DdlEvent,
+    state: TableState,
+    grouped: set[int],
+) -> tuple[TableState, SchemaChangeRejected | None]:
+    """One DDL on the table; a refusal of it (on this table) comes back instead of being raised."""
+    group = run.renames.get(ddl.commit_ts)
+    first = group is None or ddl.commit_ts not in grouped
+    if group is not None:
+        grouped.add(ddl.commit_ts)
+    # Every write of a DDL takes the session's write turn itself (committing, exclusive_write), so DDLs of
+    # tables applied side by side overlap in their reads and plans.
+    try:
+        applied = apply_ddl(run.session, context, table, ddl, state, rename_group=group, first_of_group=first)
+    except SchemaChangeRejected as exc:
+        if exc.commit_ts is None:
+            raise
+        return state, exc
+    return applied, None
+
+
+def _register_alias(spark: SparkSession, config: IngestConfig, table: BatchTable) -> None:
+    """Also name the table in the catalog (``table-name-template``), once it exists."""
+    alias = config.mirror.alias(table.id)
+    if alias and apply_schema.table_exists(spark, table.address):
+        with table_state.exclusive_write(spark):
+            apply_schema.register_catalog_table(spark, alias, table.address)
+
+
+def held_after_failure(spark: SparkSession, table: BatchTable) -> TableState:
+    """What a table that failed part-way holds: its newest commit's state (each of its commits records one,
+    so a failure anywhere leaves a state the next batch resumes from, as after a kill)."""
+    try:
+        held = table_state.read_table_state(spark, table.address)
+    except Exception:  # the table cannot even be read: it holds what the batch last knew
+        logger.exception("%s: its state cannot be read; keeping the last known one", table.id)
+        held = None
+    return held or table.state
