@@ -8,7 +8,8 @@ existing rows read after ADD COLUMN in ``plan.defaults``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 from ingest.decode import mysql_ddl, mysql_expr
 from ingest.decode import mysql_partition as mp
@@ -248,121 +249,194 @@ def plan_schema_changes(
     (``first_of_group``), the others only record. ``given_defaults``: the ``column-defaults`` the user gave
     for this table's columns.
     """
-    table = table or ddl.table
-    given_defaults = given_defaults or {}
+    target = Target(
+        ddl, table or ddl.table, existing_columns, tuple(key), retired, drop_keeps_rows, partitioning,
+        unique_keys, column_types, exchange, rename_group, first_of_group, dict(given_defaults or {}),
+    )  # fmt: skip
     statement = statement_of(ddl)
+    for kinds, planner in _PLANNERS:
+        if isinstance(statement, kinds):
+            return planner(target, statement)
+    assert isinstance(statement, mysql_ddl.OtherDdl)
+    return [Reject(f"{statement.reason}: {ddl.sql!r}. {UNKNOWN_DDL_TODO}", unknown=True)]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One table a DDL affects, as the mirror holds it (see :func:`plan_schema_changes`)."""
+
+    ddl: DdlEvent
+    table: TableId
+    existing_columns: Collection[str] | None
+    key: tuple[str, ...]
+    retired: bool
+    drop_keeps_rows: bool
+    partitioning: Partitioning | None
+    unique_keys: UniqueKeys | None
+    column_types: Mapping[str, ColumnType] | None
+    exchange: ExchangeSides | None
+    rename_group: RenameGroup | None
+    first_of_group: bool
+    given_defaults: Mapping[str, str]
+
+
+def _plan_recorded(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    """Statements that change no table of the mirror."""
     if isinstance(statement, mysql_ddl.CreateDatabase):
         return [RecordOnly(f"CREATE DATABASE {statement.schema}: databases are directories")]
     if isinstance(statement, mysql_ddl.DatabaseOptions):
         return [RecordOnly(f"ALTER DATABASE {statement.schema} changes no table")]
     if isinstance(statement, mysql_ddl.NonDataObject):
         return [RecordOnly(f"a {statement.what} holds no rows: nothing to mirror")]
-    if isinstance(statement, mysql_ddl.CreateTable):
-        if not statement.schema.key:
-            return [
-                Reject(
-                    f"CREATE TABLE {statement.table} has no primary key and no NOT NULL unique key; "
-                    "rows cannot be merged exactly"
-                )
-            ]
-        defined = partitions.from_clause(statement.partition_by, statement.schema)
-        kept, left_out = _computable(statement.schema.columns)
-        stored = TableSchema(kept, statement.schema.key)
-        keys = unique_keys_of(statement)
-        if existing_columns is None:
-            return [CreateTable(statement.table, stored, defined, keys), *left_out]
-        if retired:
-            return [CreateTableReplacing(statement.table, stored, defined, keys), *left_out]
-        return [RecordOnly(f"{statement.table} already exists")]
-    if isinstance(statement, mysql_ddl.TruncateTable):
-        return [Truncate(statement.table)]
-    if isinstance(statement, mysql_ddl.PartitionDdl):
-        return plan_partition_ddl(
-            ddl, table, statement, existing_columns, partitioning, column_types, exchange
-        )
+    assert isinstance(statement, mysql_ddl.TableOptions)
+    return [RecordOnly(f"table options change no rows or columns: {statement.what}"[:300])]
+
+
+def _plan_create(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.CreateTable)
+    if not statement.schema.key:
+        return [
+            Reject(
+                f"CREATE TABLE {statement.table} has no primary key and no NOT NULL unique key; "
+                "rows cannot be merged exactly"
+            )
+        ]
+    defined = partitions.from_clause(statement.partition_by, statement.schema)
+    kept, left_out = _computable(statement.schema.columns)
+    stored = TableSchema(kept, statement.schema.key)
+    keys = unique_keys_of(statement)
+    if target.existing_columns is None:
+        return [CreateTable(statement.table, stored, defined, keys), *left_out]
+    if target.retired:
+        return [CreateTableReplacing(statement.table, stored, defined, keys), *left_out]
+    return [RecordOnly(f"{statement.table} already exists")]
+
+
+def _plan_truncate(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.TruncateTable)
+    return [Truncate(statement.table)]
+
+
+def _plan_partitions(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.PartitionDdl)
+    return plan_partition_ddl(
+        target.ddl, target.table, statement, target.existing_columns, target.partitioning,
+        target.column_types, target.exchange,
+    )  # fmt: skip
+
+
+def _plan_keys(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    """PRIMARY KEY and index DDL: the key TiCDC identifies rows by may move."""
+    assert isinstance(statement, mysql_ddl.PrimaryKeyChange | mysql_ddl.IndexChange)
+    ddl, table, columns, key = target.ddl, target.table, target.existing_columns, target.key
+    if target.unique_keys is not None and columns is not None:
+        return _plan_unique_keys(ddl, table, statement, target.unique_keys, columns, key)
     if isinstance(statement, mysql_ddl.PrimaryKeyChange):
-        if unique_keys is not None and existing_columns is not None:
-            return _plan_unique_keys(ddl, table, statement, unique_keys, existing_columns, key)
-        return _plan_key_change(ddl, table, statement.key or ddl.handle_key, existing_columns, key)
-    if isinstance(statement, mysql_ddl.TableOptions):
-        return [RecordOnly(f"table options change no rows or columns: {statement.what}"[:300])]
-    if isinstance(statement, mysql_ddl.IndexChange):
-        if unique_keys is not None and existing_columns is not None:
-            return _plan_unique_keys(ddl, table, statement, unique_keys, existing_columns, key)
-        if ddl.handle_key is not None and existing_columns is not None:
-            # Simple announces the table's indexes after the DDL: the handle key is known either way.
-            return _plan_key_change(ddl, table, ddl.handle_key, existing_columns, key)
-        if statement.adds_unique:
-            return [_new_unique_index(ddl, table)]
-        return [RecordOnly("indexes do not exist in the mirror")]
-    if isinstance(statement, mysql_ddl.DropTable | mysql_ddl.DropDatabase):
-        if existing_columns is None:
-            return [RecordOnly(f"{table} does not exist in the mirror")]
-        return [Retire(table, f"dropped by {ddl.identity[:120]}", keep_rows=drop_keeps_rows)]
-    if isinstance(statement, mysql_ddl.RenameTables):
-        group = rename_group or RenameGroup.of(statement.pairs, () if existing_columns is None else (table,))
-        if not first_of_group:
-            return [RecordOnly(f"{table}: applied with the first event of its RENAME statement")]
-        source = group.source_of(table)
-        if source is not None:
-            return [CopyFrom(table, source, ddl.commit_ts)]
-        if group.retires(table) and existing_columns is not None:
-            holder = next((new for new, old in group.holders().items() if old == table), None)
-            reason = f"renamed to {holder}" if holder is not None else f"renamed away by {ddl.identity[:120]}"
-            return [Retire(table, reason, keep_rows=True)]
-        return [RecordOnly(f"{table} is not moved by {ddl.identity[:120]}")]
-    if isinstance(statement, mysql_ddl.AlterTable):
-        if existing_columns is None:
-            return [Reject(f"ALTER TABLE on {statement.table}, which the mirror has never seen created")]
-        if statement.adds_unique and ddl.handle_key is None and unique_keys is None:
-            return [_new_unique_index(ddl, table)]
-        # A column that already exists is still planned: reaching here means the DDL is not recorded as
-        # applied (replays are filtered by D_T first), so a crash may have come between the ALTER and the
-        # back-fill. Applying adds if absent and back-fills, which is idempotent until later rows land.
-        alter: list[SchemaChange] = []
-        for action in statement.actions:
-            if isinstance(action, mysql_ddl.DropColumn):
-                if action.name in key:
-                    return [
-                        Reject(
-                            f"DROP COLUMN {action.name} removes part of the merge key of {table}. {KEY_TODO}"
-                        )
-                    ]
-                alter.append(DropColumn(statement.table, action.name))
-                continue
-            if isinstance(action, mysql_ddl.RenameColumn):
-                alter.append(RenameColumn(statement.table, action.old, action.new))
-                continue
-            if isinstance(action, mysql_ddl.ModifyColumn | mysql_ddl.AddColumn) and action.column.virtual:
-                alter.extend(_plan_virtual(statement.table, action, existing_columns, column_types))
-                continue
-            if isinstance(action, mysql_ddl.ModifyColumn):
-                if action.old != action.column.name:
-                    alter.append(RenameColumn(statement.table, action.old, action.column.name))
-                # Nullability, DEFAULT and position are recorded only: TiCDC sends full row images and
-                # every mirrored column is nullable.
-                alter.append(ChangeType(statement.table, action.column.name, action.column.type))
-                continue
-            if isinstance(action, mysql_ddl.AlterDefault):
-                alter.append(RecordOnly(f"DEFAULT of {action.name} changes future inserts only"))
-                continue
-            backfill = backfill_value(action.column, table, given_defaults.get(action.column.name))
-            if isinstance(backfill, Reject):
-                return [backfill]
-            alter.append(AddColumn(statement.table, action.column, action.first, action.after, backfill))
-        if unique_keys is not None:
-            keyed = _plan_unique_keys(ddl, table, statement, unique_keys, existing_columns, key)
-            if any(isinstance(c, Reject) for c in keyed):
-                return keyed
-            alter.extend(c for c in keyed if not isinstance(c, RecordOnly))
-        return alter
-    if isinstance(statement, mysql_ddl.CreateTableLike):
-        if table == statement.source:
-            return [RecordOnly(f"source of CREATE TABLE {statement.table} LIKE {statement.source}")]
-        if existing_columns is not None and not retired:
-            return [RecordOnly(f"{statement.table} already exists")]
-        return [CreateLike(statement.table, statement.source, ddl.commit_ts)]
-    return [Reject(f"{statement.reason}: {ddl.sql!r}. {UNKNOWN_DDL_TODO}", unknown=True)]
+        return _plan_key_change(ddl, table, statement.key or ddl.handle_key, columns, key)
+    if ddl.handle_key is not None and columns is not None:
+        # Simple announces the table's indexes after the DDL: the handle key is known either way.
+        return _plan_key_change(ddl, table, ddl.handle_key, columns, key)
+    if statement.adds_unique:
+        return [_new_unique_index(ddl, table)]
+    return [RecordOnly("indexes do not exist in the mirror")]
+
+
+def _plan_drop(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    if target.existing_columns is None:
+        return [RecordOnly(f"{target.table} does not exist in the mirror")]
+    reason = f"dropped by {target.ddl.identity[:120]}"
+    return [Retire(target.table, reason, keep_rows=target.drop_keeps_rows)]
+
+
+def _plan_rename(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.RenameTables)
+    table, ddl = target.table, target.ddl
+    held = () if target.existing_columns is None else (table,)
+    group = target.rename_group or RenameGroup.of(statement.pairs, held)
+    if not target.first_of_group:
+        return [RecordOnly(f"{table}: applied with the first event of its RENAME statement")]
+    source = group.source_of(table)
+    if source is not None:
+        return [CopyFrom(table, source, ddl.commit_ts)]
+    if group.retires(table) and target.existing_columns is not None:
+        holder = next((new for new, old in group.holders().items() if old == table), None)
+        reason = f"renamed to {holder}" if holder is not None else f"renamed away by {ddl.identity[:120]}"
+        return [Retire(table, reason, keep_rows=True)]
+    return [RecordOnly(f"{table} is not moved by {ddl.identity[:120]}")]
+
+
+def _plan_alter(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.AlterTable)
+    columns, table = target.existing_columns, target.table
+    if columns is None:
+        return [Reject(f"ALTER TABLE on {statement.table}, which the mirror has never seen created")]
+    if statement.adds_unique and target.ddl.handle_key is None and target.unique_keys is None:
+        return [_new_unique_index(target.ddl, table)]
+    # A column that already exists is still planned: reaching here means the DDL is not recorded as
+    # applied (replays are filtered by D_T first), so a crash may have come between the ALTER and the
+    # back-fill. Applying adds if absent and back-fills, which is idempotent until later rows land.
+    alter: list[SchemaChange] = []
+    for action in statement.actions:
+        planned = _plan_column_action(target, statement.table, action)
+        if planned and isinstance(planned[0], Reject):
+            return planned
+        alter.extend(planned)
+    if target.unique_keys is not None:
+        keyed = _plan_unique_keys(target.ddl, table, statement, target.unique_keys, columns, target.key)
+        if any(isinstance(c, Reject) for c in keyed):
+            return keyed
+        alter.extend(c for c in keyed if not isinstance(c, RecordOnly))
+    return alter
+
+
+def _plan_column_action(target: Target, table: TableId, action: mysql_ddl.ColumnAction) -> list[SchemaChange]:
+    """One column action of an ALTER TABLE; a refusal comes first in the list."""
+    assert target.existing_columns is not None
+    if isinstance(action, mysql_ddl.DropColumn):
+        if action.name in target.key:
+            return [Reject(f"DROP COLUMN {action.name} removes part of the merge key of {table}. {KEY_TODO}")]
+        return [DropColumn(table, action.name)]
+    if isinstance(action, mysql_ddl.RenameColumn):
+        return [RenameColumn(table, action.old, action.new)]
+    if isinstance(action, mysql_ddl.ModifyColumn | mysql_ddl.AddColumn) and action.column.virtual:
+        return _plan_virtual(table, action, target.existing_columns, target.column_types)
+    if isinstance(action, mysql_ddl.ModifyColumn):
+        renamed: list[SchemaChange] = []
+        if action.old != action.column.name:
+            renamed.append(RenameColumn(table, action.old, action.column.name))
+        # Nullability, DEFAULT and position are recorded only: TiCDC sends full row images and every
+        # mirrored column is nullable.
+        return [*renamed, ChangeType(table, action.column.name, action.column.type)]
+    if isinstance(action, mysql_ddl.AlterDefault):
+        return [RecordOnly(f"DEFAULT of {action.name} changes future inserts only")]
+    backfill = backfill_value(action.column, target.table, target.given_defaults.get(action.column.name))
+    if isinstance(backfill, Reject):
+        return [backfill]
+    return [AddColumn(table, action.column, action.first, action.after, backfill)]
+
+
+def _plan_like(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.CreateTableLike)
+    if target.table == statement.source:
+        return [RecordOnly(f"source of CREATE TABLE {statement.table} LIKE {statement.source}")]
+    if target.existing_columns is not None and not target.retired:
+        return [RecordOnly(f"{statement.table} already exists")]
+    return [CreateLike(statement.table, statement.source, target.ddl.commit_ts)]
+
+
+_Planner = Callable[[Target, mysql_ddl.Statement], list[SchemaChange]]
+_PLANNERS: tuple[tuple[type | tuple[type, ...], _Planner], ...] = (
+    ((mysql_ddl.CreateDatabase, mysql_ddl.DatabaseOptions, mysql_ddl.NonDataObject, mysql_ddl.TableOptions),
+     _plan_recorded),
+    (mysql_ddl.CreateTable, _plan_create),
+    (mysql_ddl.TruncateTable, _plan_truncate),
+    (mysql_ddl.PartitionDdl, _plan_partitions),
+    ((mysql_ddl.PrimaryKeyChange, mysql_ddl.IndexChange), _plan_keys),
+    ((mysql_ddl.DropTable, mysql_ddl.DropDatabase), _plan_drop),
+    (mysql_ddl.RenameTables, _plan_rename),
+    (mysql_ddl.AlterTable, _plan_alter),
+    (mysql_ddl.CreateTableLike, _plan_like),
+)  # fmt: skip
 
 
 def _computable(columns: tuple[Column, ...]) -> tuple[tuple[Column, ...], list[RecordOnly]]:
