@@ -1,7 +1,7 @@
 """The benchmark suite: ``make bench`` (or ``python -m bench.run``) writes BENCHMARKS.md from one run.
 
 Everything is measured through the product's own code paths on ``local[2]``: decode is each protocol's
-decoder in ``ingest.spark_decode``, apply is ``ingest.pipeline.run_files`` (read, decode, order, plan,
+decoder in ``ingest.source.decoding``, apply is ``ingest.pipeline.run_files`` (read, decode, order, plan,
 MERGE, progress). Streams come from ``testkit.workload``. Sizes come from environment variables
 (see ``Sizes``); ``--smoke`` makes every size tiny, for the test that checks the report's shape.
 """
@@ -37,7 +37,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import ingest.pipeline.segments
-from ingest import delta_io
 from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import RANK_COLUMN, apply_merge, slot
@@ -46,16 +45,16 @@ from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
 from ingest.decode.compression import Compression
-from ingest.decode.mysql_ddl import CreateTable, parse_ddl
-from ingest.decode.mysql_types import parse_mysql_type
-from ingest.mirror import Mirror
+from ingest.lake import delta_io
+from ingest.lake.mirror import Mirror
 from ingest.model import ColumnKind, TableId, TableState
+from ingest.mysql.ddl import CreateTable, parse_ddl
+from ingest.mysql.types import parse_mysql_type
 from ingest.order import RANK_UPSERT
 from ingest.pipeline import BatchResult, run_files
 from ingest.plan.changes import ChangeType
 from ingest.source import files
-from ingest.spark import DELTA_JAR_VERSION, local_session
-from ingest.spark_decode import (
+from ingest.source.decoding import (
     KIND_DDL,
     KIND_DML,
     KIND_WATERMARK,
@@ -64,6 +63,7 @@ from ingest.spark_decode import (
     envelope,
     prepare_payload,
 )
+from ingest.spark import DELTA_JAR_VERSION, local_session
 from ingest.state.progress import commit_progress, load_progress
 from ingest.state.table_state import COMMIT_TS_COLUMN, state_to_metadata
 from testkit.workload import (
@@ -1524,7 +1524,7 @@ TRIED = """\
   between tables, mid-DDL) pass unchanged. What remains per batch: reading the progress table and the
   target's history (Delta log reads, about 1-3 s each here), the decode pass, type signatures, control
   events, the conversion check, the MERGE, pending counts, the progress commit.
-- **Decode classification (`ingest/spark_decode.py`).** The plan parses each record once (one
+- **Decode classification (`ingest/source/decoding.py`).** The plan parses each record once (one
   `from_json`, kept in its own projection; no repeated evaluation). But kind and error were two chains
   of thirteen nested CASEs, each repeating every condition: per 100,000 Canal-JSON records, 2.03
   CPU-s for the decode against 1.02 for `from_json` alone. Now one flat CASE picks the deciding rule's
@@ -1617,7 +1617,7 @@ TRIED = """\
     (`spark.sql.inMemoryColumnarStorage.compressed=false`) saves about 1 s per 500,000 records, but it
     is a session setting read while the cache is built, and on Databricks the session is the user's;
     `StorageLevel.MEMORY_ONLY` instead of the default made no difference.
-- **`parse_json` (VARIANT) instead of `from_json` (`ingest/spark_decode.py`, measured, not kept).**
+- **`parse_json` (VARIANT) instead of `from_json` (`ingest/source/decoding.py`, measured, not kept).**
   Per 100,000 Canal-JSON records: `from_json` with the envelope 0.90 CPU-s; `try_parse_json` alone 0.76
   CPU-s; `try_parse_json` plus `try_variant_get` of the seven fields the decoder needs 2.68 CPU-s.
   VARIANT parses no faster and extracting from it costs three times the whole `from_json`.

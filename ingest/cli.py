@@ -343,7 +343,7 @@ def _run(
     logger.info("config: %s", config)
     spark = get_session(remote=remote, catalog_warehouse=warehouse)
     if config.source is SourceKind.KAFKA:
-        from ingest.stream import run_kafka
+        from ingest.commands.stream import run_kafka
 
         results = run_kafka(spark, config)
         print(f"{len(results)} batches")
@@ -370,8 +370,8 @@ def _run(
 
 
 def _load(flags: dict[str, str | None]) -> int:
+    from ingest.commands.load import load_dumpling
     from ingest.config import LoadConfig
-    from ingest.initial_load import load_dumpling
     from ingest.spark import get_session
 
     session_keys = ("command", "verbose", "spark_remote", "warehouse")
@@ -389,7 +389,7 @@ def _load(flags: dict[str, str | None]) -> int:
 def _resync(
     config: IngestConfig, table_name: str, remote: str | None = None, warehouse: str | None = None
 ) -> int:
-    from ingest.resync import resync_table
+    from ingest.commands.resync import resync_table
     from ingest.spark import get_session
 
     schema, dot, table = table_name.partition(".")
@@ -408,9 +408,9 @@ def _status(
     remote: str | None = None,
     warehouse: str | None = None,
 ) -> int:
-    from ingest import status
+    from ingest.commands import status
+    from ingest.lake import delta_log
     from ingest.spark import get_session
-    from ingest.state import delta_log
 
     warehouse = _catalog_warehouse(warehouse, config.by_name)
     try:
@@ -428,9 +428,9 @@ def _status(
 
 
 def _as_of(args: argparse.Namespace, warehouse: str | None = None) -> int:
-    from ingest import asof
+    from ingest.commands import asof
+    from ingest.lake import delta_log
     from ingest.spark import get_session
-    from ingest.state import delta_log
 
     tso = asof.parse_moment(args.tso, args.time)
     tables = asof.parse_tables(args.tables)
@@ -453,7 +453,7 @@ def _as_of(args: argparse.Namespace, warehouse: str | None = None) -> int:
 
 
 def _verify(args: argparse.Namespace, warehouse: str | None = None) -> int:
-    from ingest import asof, verify
+    from ingest.commands import asof, verify
     from ingest.config import LoadConfig
     from ingest.spark import get_session
 
@@ -530,7 +530,7 @@ def _sample(input_dir: str | None) -> Path:
 
 
 def _demo_run(spark: SparkSession, config: IngestConfig, into: str) -> BatchResult:
-    from ingest import delta_io
+    from ingest.lake import delta_io
     from ingest.pipeline import run_files
 
     sample = config.input_path

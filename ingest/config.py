@@ -13,12 +13,13 @@ from functools import cached_property
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ingest import catalog_names, parameters, secrets
+from ingest import parameters, secrets
 from ingest.decode import canal_json, simple, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError
-from ingest.mirror import Mirror
+from ingest.lake import names as catalog_names
+from ingest.lake.mirror import Mirror
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 
 logger = logging.getLogger(__name__)

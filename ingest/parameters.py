@@ -12,9 +12,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import ConfigError
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
+from ingest.mysql.types import UnknownTypeError, parse_mysql_type
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")

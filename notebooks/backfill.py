@@ -42,7 +42,7 @@ for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
 
 # COMMAND ----------
 
-from ingest import status
+from ingest.commands import status
 
 committed, tables = status.collect(spark, config)
 print(status.render(committed, tables))

@@ -4,7 +4,7 @@
 # MAGIC Rebuilds one table from the input, which must still hold the table's whole history, and swaps it in
 # MAGIC at the state the rebuild reached (its applied TSO never moves back; the run refuses otherwise). The
 # MAGIC mirror's progress and buffer are untouched: the next run filters what the table already holds. Use it
-# MAGIC after a table was damaged or edited by hand. See `ingest/resync.py` for the exact contract.
+# MAGIC after a table was damaged or edited by hand. See `ingest/commands/resync.py` for the exact contract.
 
 # COMMAND ----------
 
@@ -30,7 +30,7 @@ config = IngestConfig.from_params(params)
 
 # COMMAND ----------
 
-from ingest.resync import resync_table
+from ingest.commands.resync import resync_table
 from ingest.spark import get_session
 
 spark = get_session()
@@ -39,7 +39,7 @@ print(result.describe())
 
 # COMMAND ----------
 
-from ingest import status
+from ingest.commands import status
 
 committed, tables = status.collect(spark, config)
 print(status.render(committed, [t for t in tables if t.table == table]))

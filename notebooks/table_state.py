@@ -20,7 +20,7 @@ table = params["table"]
 
 # COMMAND ----------
 
-from ingest import status
+from ingest.commands import status
 from ingest.spark import get_session
 
 spark = get_session()

@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 import re
 
-from ingest.decode.mysql_ddl import AddColumn, AlterTable, CreateTable, Statement, parse_ddl
 from ingest.model import Column, ColumnKind, TableId
+from ingest.mysql.ddl import AddColumn, AlterTable, CreateTable, Statement, parse_ddl
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
 # Names that read as keywords somewhere in MySQL or TiDB are always quoted.

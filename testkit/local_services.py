@@ -828,7 +828,7 @@ class SecuredRegistry:
 
     def client(self) -> Any:
         """A registry client with the right credentials, for registering writer schemas as TiCDC does."""
-        from ingest.registry import RegistryAccess, SchemaRegistry
+        from ingest.source.registry import RegistryAccess, SchemaRegistry
 
         user_info = f"{self.user}:{self.password_file.read_text()}"
         return SchemaRegistry(self.url, access=RegistryAccess(user_info=user_info, ca_file=str(self.tls.ca)))

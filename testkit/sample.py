@@ -33,8 +33,6 @@ import orjson
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode.compression import Compression, compress
-from ingest.decode.mysql_ddl import CreateTable, parse_ddl
-from ingest.decode.mysql_types import parse_mysql_type
 from ingest.model import (
     Column,
     ColumnKind,
@@ -44,6 +42,8 @@ from ingest.model import (
     tso_from_datetime,
     tso_to_datetime,
 )
+from ingest.mysql.ddl import CreateTable, parse_ddl
+from ingest.mysql.types import parse_mysql_type
 from testkit.ddl_spelling import respell
 
 Row = dict[str, Any]

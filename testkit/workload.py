@@ -36,8 +36,8 @@ from ingest.config import Protocol as WireProtocol
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
-from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, ColumnType, TableId
+from ingest.mysql.ddl import CreateTable, parse_ddl
 
 # Wire details shared with the sample generator, so both streams are encoded by one set of rules.
 from testkit.sample import (

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.model import ColumnKind, ColumnType, TableId
+from ingest.mysql.ddl import CreateTable, parse_ddl
 from testkit.sample import Stream, wire_text
 
 NUMBERS = (ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT, ColumnKind.INT, ColumnKind.BIGINT,

@@ -12,10 +12,10 @@ import orjson
 from pyspark.sql import SparkSession
 from ticdc_fixture import differences, expected_gone, expected_tables
 
-from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig
-from ingest.mirror import Mirror
+from ingest.lake import delta_io
+from ingest.lake.mirror import Mirror
 from ingest.model import ColumnKind, TableId
 from ingest.state.table_state import commit_ts_column
 from testkit.sample import Stream

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.decode.codec import BinaryText as BinaryText  # how the codec writes bytes as text
-from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.model import ColumnKind, ColumnType
+from ingest.mysql.types import UnknownTypeError, parse_mysql_type
 
 # Spark's DECIMAL stops at 38 digits; wider TiDB DECIMALs (up to 65,30) are kept exactly as text.
 MAX_SPARK_DECIMAL = 38

@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert, retype
-from ingest.decode import tidb_json
-from ingest.decode.mysql_expr import Expr, Typ, typed
 from ingest.model import ColumnKind, ColumnType
+from ingest.mysql import json_text as tidb_json
+from ingest.mysql.expr import Expr, Typ, typed
 
 Resolver = Callable[[str], Column]
 

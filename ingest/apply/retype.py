@@ -28,8 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply.convert import spark_type
-from ingest.decode.tidb_json import tidb_json_text
 from ingest.model import ColumnKind, ColumnType
+from ingest.mysql.json_text import tidb_json_text
 
 _INTEGERS = frozenset(
     {ColumnKind.TINYINT, ColumnKind.SMALLINT, ColumnKind.MEDIUMINT, ColumnKind.INT, ColumnKind.BIGINT}

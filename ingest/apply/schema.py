@@ -17,9 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
 from ingest.apply import convert, generated, retype
-from ingest.delta_io import prepare_to_create, quote, sql_literal, sql_string
+from ingest.lake import delta_io
+from ingest.lake.delta_io import prepare_to_create, quote, sql_literal, sql_string
 from ingest.model import ColumnType, TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan

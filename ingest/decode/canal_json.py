@@ -1,7 +1,7 @@
 """TiCDC Canal-JSON (with ``enable-tidb-extension=true``): wire names, the codec and pure decoding.
 
 The codec (:func:`codec`) says how a message's envelope is read, how each message is classified and
-what the protocol carries; ``ingest.spark_decode`` runs it on executors. Only control messages (DDL,
+what the protocol carries; ``ingest.source.decoding`` runs it on executors. Only control messages (DDL,
 watermarks) are turned into model objects on the driver, from their decoded columns.
 """
 
@@ -29,9 +29,9 @@ from ingest.decode.codec import (
     field,
     present,
 )
-from ingest.decode.mysql_ddl import ddl_event
 from ingest.errors import DecodeError
 from ingest.model import DdlEvent, Position, TableId, Watermark
+from ingest.mysql.ddl import ddl_event
 
 PROTOCOL = "canal-json"
 

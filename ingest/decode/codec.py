@@ -2,7 +2,7 @@
 
 Each protocol module (``canal_json``, ``simple``, ``ticdc_avro``) builds its :class:`Codec`. The rules
 are data: predicates over named envelope fields, each with the kind and message of the records it
-matches. ``ingest.spark_decode`` compiles them into Spark columns; :func:`read` evaluates them on one
+matches. ``ingest.source.decoding`` compiles them into Spark columns; :func:`read` evaluates them on one
 parsed message in plain Python. Both read the same rules, so each rule is written once. Pure.
 
 Predicates follow SQL's three-valued logic, as Spark evaluates them: a comparison with a null field is

@@ -3,7 +3,7 @@
 Row messages carry no column types: they name a ``schemaVersion``, and the types
 come from BOOTSTRAP and DDL messages (``tableSchema`` / ``preTableSchema``, read by ``simple_schema``),
 which the mirror keeps in a schema cache keyed by (database, table, version). The codec (:func:`codec`)
-is run on Spark executors by ``ingest.spark_decode``; only control messages and table schemas are
+is run on Spark executors by ``ingest.source.decoding``; only control messages and table schemas are
 turned into model objects on the driver.
 
 The Avro flavour is decoded into the same field names as the JSON one (``schema`` for the database name of a
@@ -40,7 +40,6 @@ from ingest.decode.codec import (
     field,
     present,
 )
-from ingest.decode.mysql_ddl import CreateDatabase, DropDatabase, Statement, ddl_event, parse_ddl
 from ingest.decode.simple_schema import (
     COLUMN_DATA_TYPE,
     SCHEMA_COLUMNS,
@@ -62,6 +61,7 @@ from ingest.model import (
     Watermark,
 )
 from ingest.model import VersionedSchema as VersionedSchema  # re-exported: the schema cache's entries
+from ingest.mysql.ddl import CreateDatabase, DropDatabase, Statement, ddl_event, parse_ddl
 
 PROTOCOL = "simple"
 

@@ -23,8 +23,8 @@ import orjson
 from fastavro.schema import SchemaParseException
 
 from ingest.decode import codec as c
-from ingest.decode.mysql_types import UnknownTypeError
 from ingest.model import Column, ColumnKind, ColumnType, TableId, TableSchema
+from ingest.mysql.types import UnknownTypeError
 
 MAGIC = 0
 HEADER_BYTES = 5

@@ -13,12 +13,11 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest import registry
 from ingest.config import IngestConfig
 from ingest.decode.codec import TypesFrom
 from ingest.pipeline import offset_order, watermarked
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
-from ingest.source import files
+from ingest.source import files, registry
 from ingest.state import progress
 
 __all__ = ["BatchResult", "TableReport", "lag_seconds", "process_batch", "run_files"]

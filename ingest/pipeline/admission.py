@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from ingest.decode.codec import Codec, Decoded
 from ingest.model import DdlEvent, Position, TableId, TableSignature, VersionedSchema, Watermark
-from ingest.spark_decode import CONTROL_KINDS, KIND_DML
+from ingest.source.decoding import CONTROL_KINDS, KIND_DML
 from ingest.state import schema_cache
 
 logger = logging.getLogger(__name__)

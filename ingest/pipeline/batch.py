@@ -15,8 +15,8 @@ from ingest.decode.codec import Codec
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.model import PartitionId, Position, TableId, TableState
 from ingest.source import POSITION
+from ingest.source.decoding import KIND_BAD, KIND_DML, KIND_FATAL
 from ingest.spark import cached as spark_cached
-from ingest.spark_decode import KIND_BAD, KIND_DML, KIND_FATAL
 from ingest.state import progress, quarantine, table_state
 
 logger = logging.getLogger(__name__)

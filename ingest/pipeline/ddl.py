@@ -6,10 +6,10 @@ import logging
 
 from pyspark.sql import SparkSession
 
-from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
 from ingest.errors import SchemaChangeRejected
+from ingest.lake import delta_io
 from ingest.model import DdlEvent, TableId, TableState, tso_to_datetime
 from ingest.pipeline.context import BatchContext, BatchTable
 from ingest.pipeline.schema_change import apply_change

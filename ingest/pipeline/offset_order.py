@@ -45,9 +45,9 @@ from ingest.pipeline.schema_change import apply_change
 from ingest.pipeline.sessions import TableSessions
 from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
-from ingest.registry import registry_for
+from ingest.source.decoding import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
+from ingest.source.registry import registry_for
 from ingest.spark import cached
-from ingest.spark_decode import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
 from ingest.state import ddl_history, progress, quarantine
 from ingest.state.table_state import state_to_metadata
 

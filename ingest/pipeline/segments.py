@@ -23,7 +23,6 @@ from ingest.apply.merge import (
 )
 from ingest.config import IngestConfig
 from ingest.decode.codec import TypesFrom
-from ingest.decode.mysql_types import UnknownTypeError, parse_mysql_type
 from ingest.errors import SchemaChangeRejected
 from ingest.model import (
     BAD_COLUMN,
@@ -35,6 +34,7 @@ from ingest.model import (
     VersionedSchema,
     tso_to_datetime,
 )
+from ingest.mysql.types import UnknownTypeError, parse_mysql_type
 from ingest.pipeline.context import BatchContext, BatchTable
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema

@@ -43,7 +43,7 @@ from ingest.pipeline.sessions import TableSessions
 from ingest.pipeline.tables import apply_table, held_after_failure
 from ingest.pipeline.tied import RenameGroups, TiedGroup, rename_groups, tied_groups, tied_stop
 from ingest.plan import schema as plan_schema
-from ingest.spark_decode import (
+from ingest.source.decoding import (
     CLAIM_CHECK,
     KIND_DDL,
     KIND_DML,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from ingest.decode import mysql_ddl
-from ingest.decode import mysql_partition as mp
 from ingest.model import Column, ColumnType, DdlEvent, TableId, TableSchema
+from ingest.mysql import ddl as mysql_ddl
+from ingest.mysql import partition as mp
 from ingest.plan import partitions
 from ingest.plan.changes import (
     DeletePartitionRows,

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from ingest.decode.mysql_partition import PartitionBy, PartitionDef
 from ingest.model import ColumnKind, TableSchema
+from ingest.mysql.partition import PartitionBy, PartitionDef
 
 RANGE, LIST, HASH, NONE, UNSUPPORTED = "range", "list", "hash", "none", "unsupported"
 INTEGER, DATE, DATETIME = "integer", "date", "datetime"

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from ingest.decode import mysql_ddl, mysql_expr
-from ingest.decode import mysql_partition as mp
 from ingest.model import Column, ColumnType, DdlEvent, TableId, TableSchema
+from ingest.mysql import ddl as mysql_ddl
+from ingest.mysql import expr as mysql_expr
+from ingest.mysql import partition as mp
 from ingest.plan import partitions
 from ingest.plan.changes import (
     AddColumn,

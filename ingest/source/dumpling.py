@@ -2,7 +2,7 @@
 
 The driver reads only the small files (``metadata``, the schema files) and the listing; data files are read
 by Spark's line reader, so a big file is split across tasks, and each line is decoded on the executors by
-``ingest.decode.dumpling`` inside ``mapInArrow``. Row data never reaches the driver.
+``ingest.mysql.dumpling`` inside ``mapInArrow``. Row data never reaches the driver.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest.decode import dumpling as dd
-from ingest.decode.mysql_ddl import CreateTable, parse_ddl
 from ingest.errors import ConfigError
 from ingest.model import Column, ColumnType, TableId
+from ingest.mysql import dumpling as dd
+from ingest.mysql.ddl import CreateTable, parse_ddl
 
 logger = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.decode import canal_json as cj
-from ingest.delta_io import list_files
 from ingest.errors import ConfigError
+from ingest.lake.delta_io import list_files
 from ingest.model import MESSAGE_COLUMNS, PartitionId
 from ingest.source import MESSAGE_SCHEMA
 

@@ -12,7 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import catalog_names, delta_io
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
 from ingest.model import MESSAGE_COLUMNS
 from ingest.source import MESSAGE_SCHEMA
 

@@ -16,7 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import catalog_names, delta_io
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
 from ingest.model import DdlEvent, TableId, statement_identity, tso_to_datetime
 from ingest.state.table_state import committing, exclusive_write
 

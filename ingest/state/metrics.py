@@ -20,8 +20,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import catalog_names, delta_io, errors
+from ingest import errors
 from ingest.errors import IngestError
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
 from ingest.state import progress
 
 logger = logging.getLogger(__name__)

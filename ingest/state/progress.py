@@ -19,7 +19,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import catalog_names, delta_io
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
 from ingest.model import PartitionId, TableId, TableState
 from ingest.state.table_state import planned_whole
 

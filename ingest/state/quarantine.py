@@ -11,8 +11,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import catalog_names, delta_io
-from ingest.delta_io import quote
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
+from ingest.lake.delta_io import quote
 from ingest.model import BAD_COLUMN, TableId
 from ingest.state.table_state import exclusive_write
 

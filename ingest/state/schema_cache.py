@@ -14,9 +14,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import catalog_names, delta_io
 from ingest.decode.simple import VersionedSchema, parse_table_schema
-from ingest.delta_io import quote
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
+from ingest.lake.delta_io import quote
 from ingest.model import TableId
 
 CACHE_DIR = "schemas"

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from pyspark.sql import Row, SparkSession
 
-from ingest import delta_io
+from ingest.lake import delta_io
 from ingest.model import TableState, tso_to_datetime
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import pytest
 from ingest import secrets
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, RegistryRefused
-from ingest.registry import registry_for
+from ingest.source.registry import registry_for
 from testkit.tls import Certificates, make_certificates
 
 USER, PASSWORD = "cdc-reader", "Regi5try-S3cret-for-tests"

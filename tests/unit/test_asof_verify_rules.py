@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
+from ingest.commands.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
+from ingest.commands.verify_rules import Checksum, DiffKind, RowDiff, chunk_count, differing_chunks
 from ingest.errors import AsOfRefused
 from ingest.model import TableId
-from ingest.verify_rules import Checksum, DiffKind, RowDiff, chunk_count, differing_chunks
 
 AT = datetime(2026, 11, 20, tzinfo=timezone.utc)
 T = TableId("shop", "t")

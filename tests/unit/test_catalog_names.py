@@ -6,10 +6,10 @@ import pickle
 
 import pytest
 
-from ingest import catalog_names
-from ingest.catalog_names import SchemaName, TableName
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
+from ingest.lake import names as catalog_names
+from ingest.lake.names import SchemaName, TableName
 from ingest.model import TableId
 
 

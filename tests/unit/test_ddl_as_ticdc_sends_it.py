@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.decode.mysql_ddl import (
+from ingest.model import ColumnKind, ColumnType, DdlEvent, Position, TableId
+from ingest.mysql.ddl import (
     DatabaseOptions,
     NonDataObject,
     RenameTables,
@@ -16,7 +17,6 @@ from ingest.decode.mysql_ddl import (
     default_literal,
     parse_ddl,
 )
-from ingest.model import ColumnKind, ColumnType, DdlEvent, Position, TableId
 from ingest.plan import partitions
 from ingest.plan.keys import UniqueKeys
 from ingest.plan.renames import RenameGroup, order_pairs

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.state import delta_log
+from ingest.lake import delta_log
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The SQL text ``ingest.delta_io`` writes, and how it tells Delta's errors apart, without Spark."""
+"""The SQL text ``ingest.lake.delta_io`` writes, and how it tells Delta's errors apart, without Spark."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import types as T
 
-from ingest import delta_io
 from ingest.apply.schema import partition_predicate
+from ingest.lake import delta_io
 from ingest.plan import partitions
 
 

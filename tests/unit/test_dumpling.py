@@ -5,8 +5,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from dumpling_export import Dialect, csv_field, sql_literal
 
-from ingest.decode import dumpling as dd
-from ingest.decode.mysql_ddl import CreateTable, parse_ddl
+from ingest.mysql import dumpling as dd
+from ingest.mysql.ddl import CreateTable, parse_ddl
 from testkit.sample import wire_text
 
 AWKWARD = """CREATE TABLE `app`.`awkward` (

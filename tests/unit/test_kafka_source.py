@@ -115,7 +115,7 @@ def test_batch_result_survives_its_json_in_the_metrics_table():
 
 @pytest.mark.parametrize("env", [{"IS_SERVERLESS": "TRUE"}, {"DATABRICKS_RUNTIME_VERSION": "client.3.1"}])
 def test_processing_time_is_refused_on_serverless_before_the_stream_starts(monkeypatch, env):
-    from ingest.stream import start_kafka
+    from ingest.commands.stream import start_kafka
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

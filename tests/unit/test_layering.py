@@ -22,27 +22,21 @@ PACKAGE = ROOT / "ingest"
 # Layers from the bottom up; a module may import its own layer and the ones below it. A name matches a
 # module and everything under it (``ingest.decode`` covers ``ingest.decode.simple``).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("model", ("ingest.model", "ingest.errors", "ingest.catalog_names", "ingest.mirror")),
-    ("decode", ("ingest.parameters", "ingest.secrets", "ingest.decode")),
-    ("order, plan, config", ("ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules",
-                             "ingest.verify_rules")),
-    ("Delta I/O", ("ingest.delta_io",)),
-    (
-        "I/O: state, sources",
-        ("ingest.state", "ingest.source", "ingest.registry", "ingest.spark", "ingest.spark_decode"),
-    ),
+    ("model", ("ingest.model", "ingest.errors", "ingest.lake", "ingest.lake.names", "ingest.lake.mirror")),
+    ("MySQL text, decode", ("ingest.parameters", "ingest.secrets", "ingest.mysql", "ingest.decode")),
+    ("order, plan, config, rules", ("ingest.order", "ingest.plan", "ingest.config",
+                                    "ingest.commands.asof_rules", "ingest.commands.verify_rules")),
+    ("Delta I/O", ("ingest.lake.delta_io", "ingest.lake.delta_log")),
+    ("I/O: state, sources", ("ingest.state", "ingest.source", "ingest.spark")),
     ("I/O: apply", ("ingest.apply",)),
-    (
-        "wiring",
-        ("ingest.pipeline", "ingest.initial_load", "ingest.resync", "ingest.stream",
-         "ingest.status", "ingest.notebook", "ingest.asof", "ingest.verify"),
-    ),
+    ("wiring", ("ingest.pipeline", "ingest.notebook")),
+    ("commands", ("ingest.commands",)),
     ("entry points", ("ingest.cli", "ingest.warmup", "ingest")),
 ]  # fmt: skip
 PURE = [
-    "ingest.model", "ingest.errors", "ingest.catalog_names", "ingest.mirror", "ingest.parameters",
-    "ingest.decode",
-    "ingest.order", "ingest.plan", "ingest.config", "ingest.asof_rules", "ingest.verify_rules",
+    "ingest.model", "ingest.errors", "ingest.lake.names", "ingest.lake.mirror", "ingest.parameters",
+    "ingest.mysql", "ingest.decode", "ingest.order", "ingest.plan", "ingest.config",
+    "ingest.commands.asof_rules", "ingest.commands.verify_rules",
     "testkit.sample", "testkit.workload", "testkit.ddl_spelling",
 ]  # fmt: skip
 FORBIDDEN = ("pyspark", "delta", "py4j")
@@ -150,7 +144,7 @@ def test_the_package_never_imports_the_test_kit_and_the_wheel_leaves_it_out():
 
 
 # What a Spark Connect client lacks: DeltaTable (there is no Delta Connect server plugin for every Spark and
-# Delta pair), the JVM gateway, the SparkContext and RDDs. Delta I/O goes through ``ingest.delta_io``
+# Delta pair), the JVM gateway, the SparkContext and RDDs. Delta I/O goes through ``ingest.lake.delta_io``
 # (SQL and the DataFrame API) instead.
 CLASSIC_ONLY_MODULES = ("delta.tables", "py4j")
 CLASSIC_ONLY_ATTRIBUTES = ("_jvm", "_jsc", "_jdf", "_jsparkSession", "sparkContext", "rdd")
@@ -234,7 +228,7 @@ _HAND_MADE = [
     re.compile(r'\b(lake|root|target|lakehouse)\s*/\s*"(?!_ingest)[A-Za-z]\w*"\s*/\s*"[A-Za-z]\w*"'),
     re.compile(r"\.table_location\("),
 ]
-LOCATOR = ROOT / "ingest" / "mirror.py"
+LOCATOR = ROOT / "ingest" / "lake" / "mirror.py"
 
 
 def test_no_table_location_is_built_from_strings_outside_the_locator():

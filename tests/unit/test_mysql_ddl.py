@@ -1,6 +1,7 @@
 import pytest
 
-from ingest.decode.mysql_ddl import (
+from ingest.model import ColumnKind, ColumnType, TableId
+from ingest.mysql.ddl import (
     AlterTable,
     CreateDatabase,
     CreateTable,
@@ -12,8 +13,7 @@ from ingest.decode.mysql_ddl import (
     TruncateTable,
     parse_ddl,
 )
-from ingest.decode.mysql_types import parse_mysql_type
-from ingest.model import ColumnKind, ColumnType, TableId
+from ingest.mysql.types import parse_mysql_type
 from testkit.sample import ORDER_ITEMS, ORDERS, STOCK
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from ingest.decode.mysql_ddl import (
+from ingest.model import Column, ColumnKind, ColumnType, TableId
+from ingest.mysql.ddl import (
     AddColumn,
     AddIndex,
     AlterDefault,
@@ -32,7 +33,6 @@ from ingest.decode.mysql_ddl import (
     TruncateTable,
     parse_ddl,
 )
-from ingest.model import Column, ColumnKind, ColumnType, TableId
 
 K = ColumnKind
 T = TableId("db", "t")

@@ -1,6 +1,6 @@
 from ingest import order
-from ingest.decode.mysql_ddl import ddl_event
 from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, Watermark
+from ingest.mysql.ddl import ddl_event
 from ingest.order import (
     DdlStep,
     Segment,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.decode import mysql_partition as mp
-from ingest.decode.mysql_ddl import CreateTable, PartitionDdl, ddl_event, parse_ddl
 from ingest.model import DdlEvent, Position, TableId
+from ingest.mysql import partition as mp
+from ingest.mysql.ddl import CreateTable, PartitionDdl, ddl_event, parse_ddl
 from ingest.plan import partitions
 from ingest.plan.partitions import HashRemainder, InRange, InValues, IsNull, NoneOf, Partition, Partitioning
 from ingest.plan.schema import (

@@ -1,5 +1,5 @@
-from ingest.decode.mysql_ddl import ddl_event
 from ingest.model import ColumnKind, ColumnType, DdlEvent, Position, TableId
+from ingest.mysql.ddl import ddl_event
 from ingest.plan.schema import (
     AddColumn,
     ChangeType,

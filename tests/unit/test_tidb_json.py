@@ -8,7 +8,7 @@ import json
 import pytest
 from ticdc_fixture import CORPORA
 
-from ingest.decode.tidb_json import es6_number, tidb_json_text
+from ingest.mysql.json_text import es6_number, tidb_json_text
 
 # The texts the corpus's history stored before the MODIFY, by row id (its SQL literals, unescaped).
 STORED = {

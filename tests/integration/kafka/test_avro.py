@@ -25,7 +25,7 @@ from ingest.config import IngestConfig
 from ingest.errors import IngestError, RegistryUnavailable, SchemaChangeRejected, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import BatchResult, run_files
-from ingest.registry import SchemaRegistry
+from ingest.source.registry import SchemaRegistry
 from ingest.state.ddl_history import history_path
 from ingest.state.progress import load_progress
 from ingest.state.quarantine import read as read_quarantine
@@ -331,8 +331,8 @@ def test_mutated_avro_records_are_quarantined_never_crash(
     for position, wire in quarantined.items():
         assert mutated.get(position) == wire, position
     # Every record the decoder calls bad is among them: nothing is dropped silently.
+    from ingest.source.decoding import KIND_BAD, avro_schema_ids, decode_ticdc_avro
     from ingest.source.files import read_messages
-    from ingest.spark_decode import KIND_BAD, avro_schema_ids, decode_ticdc_avro
 
     messages = read_messages(spark, config.input_path, {})
     texts = SchemaRegistry(schema_registry).schemas(avro_schema_ids(messages))
@@ -342,7 +342,7 @@ def test_mutated_avro_records_are_quarantined_never_crash(
 
 
 def test_a_kafka_stream_of_ticdc_avro_topics_converges(spark, schema_registry, kafka_broker, lake, tmp_path):
-    from ingest.stream import run_kafka
+    from ingest.commands.stream import run_kafka
     from testkit.local_services import create_topic, produce_records
 
     s = avro_stream(schema_registry, "kafka_avro")

@@ -16,11 +16,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 from mirror import delta_rows, expected_rows, located, location_rows
 
+from ingest.commands.stream import OBSERVED, run_kafka, start_kafka
 from ingest.config import IngestConfig
 from ingest.errors import OrderingError
 from ingest.model import TableId
 from ingest.state.progress import commit_progress, load_progress
-from ingest.stream import OBSERVED, run_kafka, start_kafka
 from testkit.sample import SIMPLE_FOR_TESTS, Stream, build_sample
 
 SAMPLE_TABLES = [

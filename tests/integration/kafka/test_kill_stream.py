@@ -9,8 +9,8 @@ import pytest
 from kill import KILLS, SEEDS, R, T, kill_marks, kill_stream, progress_of, run_killed
 from mirror import delta_rows, expected_rows
 
+from ingest.commands.stream import run_kafka
 from ingest.config import IngestConfig
-from ingest.stream import run_kafka
 
 
 def mirror_args(access: dict[str, str], topic: str, lake, protocol: str) -> list[str]:

@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import pytest
 from test_ticdc_corpus_avro import corpus_records
 
+from ingest.commands.stream import run_kafka
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError, KafkaRefused, RegistryRefused
 from ingest.pipeline import run_files
-from ingest.stream import run_kafka
 from testkit.local_services import AuthProxy
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 

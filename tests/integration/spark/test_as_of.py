@@ -14,8 +14,8 @@ from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
 from kill import child_env
 from mirror import expected_rows, located, normalize
 
-from ingest import asof
 from ingest.cli import main
+from ingest.commands import asof
 from ingest.errors import AsOfRefused
 from ingest.model import TableId, tso_to_datetime
 
@@ -177,7 +177,7 @@ def test_refuses_a_version_whose_files_were_vacuumed_or_whose_log_was_cleaned(
 
 
 def test_status_draws_lag_over_time_into_a_png(spark, mirrored_history, tmp_path, capsys):
-    from ingest import status
+    from ingest.commands import status
     from ingest.config import IngestConfig
 
     h = mirrored_history

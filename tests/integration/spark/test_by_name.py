@@ -25,17 +25,19 @@ from test_initial_load import _history
 from test_ticdc_ddl_corpora import BY_NAME as BY_NAME_CORPORA
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
-from ingest import asof, catalog_names, delta_io
 from ingest.apply import schema as apply_schema
-from ingest.catalog_names import TableName
+from ingest.commands import asof
+from ingest.commands.load import load_dumpling
+from ingest.commands.resync import resync_table
+from ingest.commands.verify import verify_snapshot
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import TablesStopped
-from ingest.initial_load import load_dumpling
+from ingest.lake import delta_io
+from ingest.lake import names as catalog_names
+from ingest.lake.names import TableName
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.resync import resync_table
 from ingest.state import ddl_history, progress
-from ingest.verify import verify_snapshot
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 pytestmark = pytest.mark.both_modes

@@ -11,14 +11,15 @@ import pytest
 from dumpling_export import write_export
 from mirror import expected_rows, location_rows
 
-from ingest import asof, delta_io
+from ingest.commands import asof
+from ingest.commands.load import load_dumpling
+from ingest.commands.resync import resync_table
+from ingest.commands.verify import verify_snapshot
 from ingest.config import IngestConfig, LoadConfig
-from ingest.initial_load import load_dumpling
+from ingest.lake import delta_io
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.resync import resync_table
 from ingest.state.table_state import commit_ts_column
-from ingest.verify import verify_snapshot
 from testkit.sample import Stream
 
 KEY = "k`e,y"

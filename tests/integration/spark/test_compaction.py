@@ -9,10 +9,11 @@ that every batch is followed by a compaction commit. Files pile up on a table ab
 import pytest
 from mirror import located
 
-from ingest import asof, delta_io
 from ingest.apply import merge as apply_merge_module
 from ingest.apply.schema import AUTO_COMPACT, CHECKPOINT_INTERVAL
+from ingest.commands import asof
 from ingest.config import IngestConfig
+from ingest.lake import delta_io
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state.table_state import (

@@ -10,8 +10,7 @@ from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode.compression import Compression
 from ingest.model import TableId
-from ingest.source.files import read_messages
-from ingest.spark_decode import (
+from ingest.source.decoding import (
     KIND_BAD,
     KIND_BOOTSTRAP,
     KIND_DDL,
@@ -21,6 +20,7 @@ from ingest.spark_decode import (
     decode_json,
     prepare_payload,
 )
+from ingest.source.files import read_messages
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 T = TableId("app", "t")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.state import delta_log
+from ingest.lake import delta_log
 
 
 def test_files_removed_since_a_version_are_the_data_and_deletion_vector_files_it_reads(spark, tmp_path):

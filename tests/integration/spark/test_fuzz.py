@@ -112,8 +112,8 @@ def test_mutated_messages_are_quarantined_never_crash(spark, tmp_path_factory, p
         assert position in mutated, position
         assert value == mutated[position]
     # Every record the decoder calls bad is among them: nothing is dropped silently.
+    from ingest.source.decoding import KIND_BAD, decode_json, prepare_payload
     from ingest.source.files import read_messages
-    from ingest.spark_decode import KIND_BAD, decode_json, prepare_payload
 
     codec = config.codec
     prepared = prepare_payload(read_messages(spark, config.input_path, {}), compression, codec)

@@ -15,11 +15,11 @@ from dumpling_export import Dialect, write_export
 from mirror import delta_rows, expected_rows, located
 from pyspark.sql import functions as F
 
-from ingest import delta_io
 from ingest.cli import main
+from ingest.commands.load import load_dumpling
 from ingest.config import IngestConfig, LoadConfig
 from ingest.errors import ConfigError
-from ingest.initial_load import load_dumpling
+from ingest.lake import delta_io
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state import progress, table_state
@@ -196,7 +196,7 @@ def test_csv_with_its_dialect_loads_the_snapshot_and_quarantines_an_unreadable_l
 
 
 def _key(create_sql: str) -> list[str]:
-    from ingest.decode.mysql_ddl import parse_ddl
+    from ingest.mysql.ddl import parse_ddl
 
     return list(parse_ddl(create_sql, "x").schema.key)
 

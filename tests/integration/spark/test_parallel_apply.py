@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from ingest import delta_io
 from ingest.config import IngestConfig
+from ingest.lake import delta_io
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.pipeline.parallel import apply_tables

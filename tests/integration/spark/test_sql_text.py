@@ -5,7 +5,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
+from ingest.lake import delta_io
 
 # Each form Spark substitutes before it parses a statement: an environment variable, a JVM system
 # property, a session setting; and a lone dollar sign.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ingest import status
+from ingest.commands import status
 from ingest.config import IngestConfig
 from ingest.model import TableId
 from ingest.state import ddl_history

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 from mirror import delta_rows, expected_rows, located
 
-from ingest import delta_io
+from ingest.lake import delta_io
 from ingest.model import TableId
 from testkit.sample import Stream
 

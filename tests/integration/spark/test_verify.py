@@ -14,11 +14,11 @@ from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
 from dumpling_export import write_export
 
 from ingest.cli import main
+from ingest.commands.verify import verify_mirrors, verify_snapshot
+from ingest.commands.verify_rules import DiffKind
 from ingest.config import LoadConfig
 from ingest.model import TableState
 from ingest.state.table_state import committing, state_to_metadata
-from ingest.verify import verify_mirrors, verify_snapshot
-from ingest.verify_rules import DiffKind
 
 
 class _Upstream:

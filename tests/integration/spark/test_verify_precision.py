@@ -18,11 +18,11 @@ from pathlib import Path
 from dumpling_export import write_export
 
 from ingest.cli import main
+from ingest.commands.verify import verify_mirrors, verify_snapshot
+from ingest.commands.verify_rules import DiffKind
 from ingest.config import IngestConfig, LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from ingest.verify import verify_mirrors, verify_snapshot
-from ingest.verify_rules import DiffKind
 from testkit.sample import Stream
 
 TABLE = TableId("app", "exact")

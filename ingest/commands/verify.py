@@ -16,18 +16,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import asof, delta_io
 from ingest.apply import convert
 from ingest.apply.merge import normalize, slot
-from ingest.config import IngestConfig, LoadConfig
-from ingest.decode import dumpling as dd
-from ingest.delta_io import quote
-from ingest.errors import AsOfRefused
-from ingest.initial_load import as_changes
-from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
-from ingest.source import dumpling as source
-from ingest.state.table_state import PROPERTY_GENERATED, PROPERTY_KEY_COLUMNS, commit_ts_column
-from ingest.verify_rules import (
+from ingest.commands import asof
+from ingest.commands.load import as_changes
+from ingest.commands.verify_rules import (
     CHUNK_ROWS,
     MAX_KEYS,
     Checksum,
@@ -38,6 +31,14 @@ from ingest.verify_rules import (
     differing_chunks,
     total,
 )
+from ingest.config import IngestConfig, LoadConfig
+from ingest.errors import AsOfRefused
+from ingest.lake import delta_io
+from ingest.lake.delta_io import quote
+from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
+from ingest.mysql import dumpling as dd
+from ingest.source import dumpling as source
+from ingest.state.table_state import PROPERTY_GENERATED, PROPERTY_KEY_COLUMNS, commit_ts_column
 
 MIRROR = "mirror"
 SNAPSHOT = "snapshot"

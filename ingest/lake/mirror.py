@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.catalog_names import TableName
+from ingest.lake.names import TableName
 from ingest.model import TableId
 
 
@@ -20,7 +20,7 @@ class Mirror:
 
     ``root``: the directory of a path-mode mirror; ``catalog`` and ``schema_template``: the catalog and
     schema of a mirror by name (``catalog`` None for path mode). ``state``: the mirror's own tables (a
-    directory, or a :class:`~ingest.catalog_names.SchemaName`). ``alias_template``: a catalog name each
+    directory, or a :class:`~ingest.lake.names.SchemaName`). ``alias_template``: a catalog name each
     table of a path-mode mirror is also registered under (``main.{database}.{table}``), if any.
     """
 
@@ -32,7 +32,7 @@ class Mirror:
     alias_template: str | None = None
 
     def address(self, table: TableId) -> str:
-        """Where ``table``'s mirror is: a path, or a :class:`~ingest.catalog_names.TableName`."""
+        """Where ``table``'s mirror is: a path, or a :class:`~ingest.lake.names.TableName`."""
         if self.catalog is not None:
             return TableName(self.catalog, self.schema_template.format(database=table.schema), table.table)
         assert self.root is not None, "a mirror by path has a root"

@@ -25,11 +25,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from ingest import registry
 from ingest.config import IngestConfig, Trigger
 from ingest.errors import ConfigError, IngestError, TablesStopped
 from ingest.pipeline import BatchResult, process_batch
-from ingest.source import at_or_after
+from ingest.source import at_or_after, registry
 from ingest.source import kafka as kafka_source
 from ingest.spark import cached, on_serverless
 from ingest.state import metrics, progress

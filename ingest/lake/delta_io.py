@@ -45,9 +45,9 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.catalog_names import TableName, check_part
-from ingest.catalog_names import quote as quote  # one of this module's SQL text helpers, defined with names
 from ingest.errors import IngestError
+from ingest.lake.names import TableName, check_part
+from ingest.lake.names import quote as quote  # one of this module's SQL text helpers, defined with names
 
 logger = logging.getLogger(__name__)
 

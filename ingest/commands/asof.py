@@ -2,7 +2,7 @@
 
 The run to use comes from ``<state>/progress`` (one row per committed run, with G); each table's version
 from its own history (our commits carry their applied TSO and whether they are consistent). The rules are
-in ``ingest.asof_rules``. Two readers give the same answer: ``resolve`` through Spark (SQL and the
+in ``ingest.commands.asof_rules``. Two readers give the same answer: ``resolve`` through Spark (SQL and the
 DataFrame API only, so it works the same over Spark Connect), and ``resolve_local``, which reads the Delta
 logs of a mirror on this machine's file system directly, in a fraction of a second and without a JVM.
 """
@@ -20,14 +20,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
-from ingest.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
-from ingest.catalog_names import TableName
+from ingest.commands.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
 from ingest.config import IngestConfig
-from ingest.delta_io import quote
 from ingest.errors import AsOfRefused, ConfigError
+from ingest.lake import delta_io, delta_log
+from ingest.lake.delta_io import quote
+from ingest.lake.names import TableName
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
-from ingest.state import delta_log, progress
+from ingest.state import progress
 from ingest.state.table_state import METADATA_KEY, metadata_payload
 
 # Temporary view names: no dots allowed, so database and table are joined by this.

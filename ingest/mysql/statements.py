@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.decode.mysql_partition import PartitionAction, PartitionBy
 from ingest.model import Column, TableId, TableSchema
+from ingest.mysql.partition import PartitionAction, PartitionBy
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest import delta_io
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import normalize, slot
 from ingest.config import LoadConfig
-from ingest.decode import dumpling as dd
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
+from ingest.lake import delta_io
 from ingest.model import BAD_COLUMN, Op, TableId, TableState, tso_to_datetime
+from ingest.mysql import dumpling as dd
 from ingest.plan import partitions
 from ingest.source import dumpling as source
 from ingest.spark import cached

@@ -14,7 +14,13 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from ingest.decode.ddl_statements import (
+from ingest.model import Column, DdlEvent, Position, TableId, TableSchema
+from ingest.mysql.partition import (
+    PartitionBy,
+    parse_alter_partition,
+    split_partition_clause,
+)
+from ingest.mysql.statements import (
     AddColumn,
     AddIndex,
     AlterDefault,
@@ -43,14 +49,8 @@ from ingest.decode.ddl_statements import (
     TableOptions,
     TruncateTable,
 )
-from ingest.decode.mysql_partition import (
-    PartitionBy,
-    parse_alter_partition,
-    split_partition_clause,
-)
-from ingest.decode.mysql_types import UnknownTypeError, from_sqlglot
-from ingest.decode.tidb_syntax import normalize
-from ingest.model import Column, DdlEvent, Position, TableId, TableSchema
+from ingest.mysql.tidb_syntax import normalize
+from ingest.mysql.types import UnknownTypeError, from_sqlglot
 
 __all__ = [
     "AddColumn",

@@ -14,10 +14,10 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import delta_io
 from ingest.config import IngestConfig
+from ingest.lake import delta_io, delta_log
 from ingest.model import TableId, TableState, tso_to_datetime
-from ingest.state import ddl_history, delta_log, progress, quarantine, table_state
+from ingest.state import ddl_history, progress, quarantine, table_state
 
 logger = logging.getLogger(__name__)
 

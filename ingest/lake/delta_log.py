@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 import orjson
 
-from ingest.catalog_names import SchemaName
+from ingest.lake.names import SchemaName
 
 LOG_DIR = "_delta_log"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")

@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest import delta_io
 from ingest.apply import schema as apply_schema
-from ingest.catalog_names import SchemaName
 from ingest.config import IngestConfig
 from ingest.errors import ConfigError
+from ingest.lake import delta_io
+from ingest.lake.names import SchemaName
 from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.pipeline import process_batch
 from ingest.source import files
