@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from ingest.model import Column, DdlEvent, Position, TableId, TableSchema
+from ingest.mysql.columns import column_definition, default_literal, is_serial
 from ingest.mysql.partition import (
     PartitionBy,
     parse_alter_partition,
@@ -50,7 +51,7 @@ from ingest.mysql.statements import (
     TruncateTable,
 )
 from ingest.mysql.tidb_syntax import normalize
-from ingest.mysql.types import UnknownTypeError, from_sqlglot
+from ingest.mysql.types import UnknownTypeError
 
 __all__ = [
     "AddColumn",
@@ -123,6 +124,39 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
     """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
     normalized = normalize(sql)
     sql = normalized.sql
+    shortcut = _by_text(sql, default_schema, normalized.dropped)
+    if shortcut is not None:
+        return shortcut
+    partition_by = None
+    if _CREATE_TABLE.match(sql):
+        # sqlglot reads few partition clauses (see mysql.partition); it gets the table without it.
+        sql, partition_by = split_partition_clause(sql)
+    try:
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except ParseError as exc:
+        return OtherDdl(f"cannot parse: {str(exc).splitlines()[0]}")
+    if isinstance(tree, exp.Command):
+        return OtherDdl("cannot parse: not a statement sqlglot's MySQL dialect reads")
+    try:
+        if isinstance(tree, exp.Create):
+            return _create(tree, default_schema, partition_by)
+        if isinstance(tree, exp.Alter) and str(tree.args.get("kind") or "").upper() == "TABLE":
+            return _alter_table(tree, default_schema)
+        if isinstance(tree, exp.Drop):
+            return _drop(tree, default_schema)
+        if (
+            isinstance(tree, exp.TruncateTable)
+            and not tree.args.get("is_database")
+            and len(tree.expressions) == 1
+        ):
+            return TruncateTable(_table_id(tree.expressions[0], default_schema))
+    except UnknownTypeError as exc:
+        return OtherDdl(str(exc))
+    return OtherDdl(f"{type(tree).__name__} statements are not supported yet")
+
+
+def _by_text(sql: str, default_schema: str, dropped: tuple[str, ...]) -> Statement | None:
+    """The statements read from their text: those sqlglot's MySQL dialect leaves opaque or refuses."""
     non_data = _non_data_object(sql, default_schema)
     if non_data is not None:
         return non_data
@@ -130,7 +164,7 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
     if alter_options:
         # TiCDC's owner writes `ALTER TABLE t TTL_ENABLE = 'OFF'` as `ALTER TABLE t`: no action at all.
         table_id = _qualified(alter_options.group(1), default_schema)
-        return TableOptions(table_id, ", ".join(normalized.dropped) or "no change")
+        return TableOptions(table_id, ", ".join(dropped) or "no change")
     database = _ALTER_DATABASE.match(sql)
     if database:
         return DatabaseOptions(_qualified(database.group(1), default_schema).table)
@@ -145,65 +179,46 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
     primary = _PRIMARY_KEY.match(sql)
     if primary:
         # sqlglot leaves ADD PRIMARY KEY ... [NON]CLUSTERED as an opaque Command and rejects DROP PRIMARY KEY.
-        table = _qualified(primary.group(1), default_schema)
         columns = primary.group(2)
         key = None if columns is None else tuple(_key_names(columns))
-        return PrimaryKeyChange(table, key)
+        return PrimaryKeyChange(_qualified(primary.group(1), default_schema), key)
     alter = _ALTER_TABLE.match(sql)
-    if alter:
-        action = parse_alter_partition(sql)
-        if action is not None:
-            return PartitionDdl(_qualified(alter.group(1), default_schema), action)
-    partition_by = None
-    if _CREATE_TABLE.match(sql):
-        # sqlglot reads few partition clauses (see mysql_partition); it gets the table without it.
-        sql, partition_by = split_partition_clause(sql)
-    try:
-        tree = sqlglot.parse_one(sql, read="mysql")
-    except ParseError as exc:
-        return OtherDdl(f"cannot parse: {str(exc).splitlines()[0]}")
-    if isinstance(tree, exp.Command):
-        return OtherDdl("cannot parse: not a statement sqlglot's MySQL dialect reads")
-    try:
-        if isinstance(tree, exp.Create):
-            kind = str(tree.args.get("kind") or "").upper()
-            if kind == "DATABASE" or kind == "SCHEMA":
-                return CreateDatabase(_database_name(tree.this))
-            if kind == "TABLE" and isinstance(tree.this, exp.Schema):
-                return _create_table(tree, default_schema, partition_by)
-            if kind == "INDEX":
-                unique = bool(tree.args.get("unique"))
-                index = tree.this
-                params = index.args.get("params") if isinstance(index, exp.Index) else None
-                parts = (params.args.get("columns") or []) if params is not None else []
-                columns = tuple(_key_part_name(e) for e in parts)
-                added = (AddIndex(IndexDef(index.name or None, columns)),) if unique and columns else ()
-                return IndexChange(adds_unique=unique, actions=added)
-            like = tree.find(exp.LikeProperty)
-            if kind == "TABLE" and like is not None and isinstance(like.this, exp.Table):
-                return CreateTableLike(
-                    _table_id(tree.this, default_schema), _table_id(like.this, default_schema)
-                )
-            return OtherDdl(f"CREATE {kind} is not mirrored")
-        if isinstance(tree, exp.Alter) and str(tree.args.get("kind") or "").upper() == "TABLE":
-            return _alter_table(tree, default_schema)
-        if isinstance(tree, exp.Drop):
-            kind = str(tree.args.get("kind") or "").upper()
-            targets = tree.args.get("tables") or []
-            if kind in ("DATABASE", "SCHEMA") and len(targets) == 1:
-                return DropDatabase(_database_name(targets[0]))
-            if kind == "TABLE" and len(targets) == 1:
-                return DropTable(_table_id(targets[0], default_schema))
-            if kind == "INDEX":
-                return IndexChange(adds_unique=False, actions=tuple(DropIndex(t.name) for t in targets))
-            return OtherDdl(f"DROP {kind} is not mirrored")
-        if isinstance(tree, exp.TruncateTable) and not tree.args.get("is_database"):
-            tables = tree.expressions
-            if len(tables) == 1:
-                return TruncateTable(_table_id(tables[0], default_schema))
-    except UnknownTypeError as exc:
-        return OtherDdl(str(exc))
-    return OtherDdl(f"{type(tree).__name__} statements are not supported yet")
+    action = parse_alter_partition(sql) if alter else None
+    if alter and action is not None:
+        return PartitionDdl(_qualified(alter.group(1), default_schema), action)
+    return None
+
+
+def _create(tree: exp.Create, default_schema: str, partition_by: PartitionBy | None) -> Statement:
+    kind = str(tree.args.get("kind") or "").upper()
+    if kind == "DATABASE" or kind == "SCHEMA":
+        return CreateDatabase(_database_name(tree.this))
+    if kind == "TABLE" and isinstance(tree.this, exp.Schema):
+        return _create_table(tree, default_schema, partition_by)
+    if kind == "INDEX":
+        unique = bool(tree.args.get("unique"))
+        index = tree.this
+        params = index.args.get("params") if isinstance(index, exp.Index) else None
+        parts = (params.args.get("columns") or []) if params is not None else []
+        columns = tuple(_key_part_name(e) for e in parts)
+        added = (AddIndex(IndexDef(index.name or None, columns)),) if unique and columns else ()
+        return IndexChange(adds_unique=unique, actions=added)
+    like = tree.find(exp.LikeProperty)
+    if kind == "TABLE" and like is not None and isinstance(like.this, exp.Table):
+        return CreateTableLike(_table_id(tree.this, default_schema), _table_id(like.this, default_schema))
+    return OtherDdl(f"CREATE {kind} is not mirrored")
+
+
+def _drop(tree: exp.Drop, default_schema: str) -> Statement:
+    kind = str(tree.args.get("kind") or "").upper()
+    targets = tree.args.get("tables") or []
+    if kind in ("DATABASE", "SCHEMA") and len(targets) == 1:
+        return DropDatabase(_database_name(targets[0]))
+    if kind == "TABLE" and len(targets) == 1:
+        return DropTable(_table_id(targets[0], default_schema))
+    if kind == "INDEX":
+        return IndexChange(adds_unique=False, actions=tuple(DropIndex(t.name) for t in targets))
+    return OtherDdl(f"DROP {kind} is not mirrored")
 
 
 def _database_name(node: exp.Expression) -> str:
@@ -214,102 +229,6 @@ def _database_name(node: exp.Expression) -> str:
 
 def _table_id(table: exp.Expression, default_schema: str) -> TableId:
     return TableId(table.args["db"].name if table.args.get("db") else default_schema, table.name)
-
-
-def _column(definition: exp.ColumnDef) -> Column:
-    data_type = definition.args["kind"]
-    zerofill = any(isinstance(c.args["kind"], exp.ZeroFillColumnConstraint) for c in definition.constraints)
-    # SERIAL is BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE.
-    nullable = not _is_serial(definition)
-    default, has_default = None, False
-    for constraint in definition.constraints:
-        kind = constraint.args["kind"]
-        if isinstance(kind, exp.NotNullColumnConstraint):
-            nullable = bool(kind.args.get("allow_null"))
-        elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
-            nullable = False
-        elif isinstance(kind, exp.DefaultColumnConstraint):
-            has_default = True
-            default = default_literal(kind.this)
-    computed = next(
-        (
-            c.args["kind"]
-            for c in definition.constraints
-            if isinstance(c.args["kind"], exp.ComputedColumnConstraint)
-            and not c.args["kind"].args.get("persisted")
-        ),
-        None,
-    )
-    expression = None if computed is None else computed.this.sql(dialect="mysql")
-    column_type = from_sqlglot(data_type, zerofill)
-    return Column(
-        definition.name, column_type, nullable, default, has_default, computed is not None, expression
-    )
-
-
-# Python codecs of the charsets a literal's introducer may name; a literal's text is the same string in
-# any of them, only a hex or bit literal's bytes are read through them.
-_INTRODUCER_CODECS = {
-    "utf8mb4": "utf-8", "utf8": "utf-8", "utf8mb3": "utf-8", "latin1": "latin-1", "ascii": "ascii",
-    "gbk": "gbk", "gb18030": "gb18030", "binary": None,
-}  # fmt: skip
-
-
-def default_literal(value: exp.Expression) -> str | None:
-    """A DEFAULT's value as canonical SQL literal text, None for NULL.
-
-    Canonical: a string as ``'…'`` with ``'`` doubled and nothing else escaped; a number as written; bytes
-    as ``X'…'`` and bits as ``b'…'`` (their meaning depends on the column type); TRUE/FALSE as 1/0. A
-    charset introducer (``_UTF8MB4'x'``, as TiCDC's owner writes every string DEFAULT, ``_BINARY'x'``,
-    ``_LATIN1 X'E9'``) is applied: it names the charset the literal's bytes are read in. Anything else
-    (``CURRENT_TIMESTAMP(3)``, ``(UUID())``) is its SQL text, which is not a literal.
-    """
-    if isinstance(value, exp.Null):
-        return None
-    if isinstance(value, exp.Boolean):
-        return "1" if value.this else "0"
-    if isinstance(value, exp.Literal):
-        return _string_literal(value.this) if value.is_string else str(value.this)
-    if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and not value.this.is_string:
-        return f"-{value.this.this}"
-    if isinstance(value, exp.HexString):
-        return f"X'{value.this.upper()}'"
-    if isinstance(value, exp.BitString):
-        return f"b'{value.this}'"
-    if isinstance(value, exp.Introducer):
-        charset = str(value.this).lstrip("_").lower()
-        inner = value.expression
-        if charset in _INTRODUCER_CODECS and isinstance(inner, exp.Literal) and inner.is_string:
-            if charset == "binary":
-                return f"X'{inner.this.encode('utf-8').hex().upper()}'"
-            return _string_literal(inner.this)
-        codec = _INTRODUCER_CODECS.get(charset)
-        if isinstance(inner, exp.HexString | exp.BitString):
-            data = _literal_bytes(inner)
-            if codec is None:
-                return f"X'{data.hex().upper()}'" if charset == "binary" else value.sql(dialect="mysql")
-            try:
-                return _string_literal(data.decode(codec))
-            except UnicodeDecodeError:
-                return value.sql(dialect="mysql")
-    return value.sql(dialect="mysql")
-
-
-def _string_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _literal_bytes(node: exp.HexString | exp.BitString) -> bytes:
-    if isinstance(node, exp.HexString):
-        digits = node.this
-        return bytes.fromhex(digits if len(digits) % 2 == 0 else "0" + digits)
-    bits = node.this or "0"
-    return int(bits, 2).to_bytes((len(bits) + 7) // 8, "big")
-
-
-def _is_serial(definition: exp.ColumnDef) -> bool:
-    data_type = definition.args.get("kind")
-    return isinstance(data_type, exp.DataType) and data_type.this == exp.DataType.Type.SERIAL
 
 
 def _create_table(tree: exp.Create, default_schema: str, partition_by: PartitionBy | None) -> Statement:
@@ -323,7 +242,7 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
     column_level: list[IndexDef] = []
     for item in schema_node.expressions:
         if isinstance(item, exp.ColumnDef):
-            columns.append(_column(item))
+            columns.append(column_definition(item))
             for constraint in item.constraints:
                 if isinstance(constraint.args["kind"], exp.PrimaryKeyColumnConstraint):
                     primary = (item.name,)
@@ -331,7 +250,7 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
                 elif isinstance(constraint.args["kind"], exp.UniqueColumnConstraint):
                     uniques.append((item.name,))
                     column_level.append(IndexDef(None, (item.name,)))
-            if _is_serial(item):
+            if is_serial(item):
                 uniques.append((item.name,))
                 column_level.append(IndexDef(None, (item.name,)))
         elif isinstance(item, exp.PrimaryKey):
@@ -392,7 +311,7 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
             actions.append(RenameColumn(action.this.name, action.args["to"].name))
             continue
         if isinstance(action, exp.ModifyColumn):
-            definition = _column(action.this)
+            definition = column_definition(action.this)
             renamed_from = action.args.get("rename_from")
             actions.append(
                 ModifyColumn(renamed_from.name if renamed_from is not None else definition.name, definition)
@@ -415,7 +334,7 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         where = str(position.args.get("position") or "").upper() if position is not None else ""
         first = where == "FIRST"
         after = position.this.name if position is not None and where == "AFTER" else None
-        actions.append(AddColumn(_column(action), first=first, after=after))
+        actions.append(AddColumn(column_definition(action), first=first, after=after))
         # ADD COLUMN c … UNIQUE adds a unique index named after the column.
         if any(isinstance(c.args["kind"], exp.UniqueColumnConstraint) for c in action.constraints):
             adds_unique = True

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from ingest.errors import ConfigError
 from ingest.model import Column, ColumnType, TableId
 from ingest.mysql import dumpling as dd
+from ingest.mysql import dumpling_lines
 from ingest.mysql.ddl import CreateTable, parse_ddl
 
 logger = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ def _decode_batches(
                 split, index = (file, start), 0
             else:
                 index += 1
-            for values, error in dd.decode_data_line(
+            for values, error in dumpling_lines.decode_data_line(
                 line,
                 starts_file=start == 0 and index == 0,
                 data_format=data_format,

@@ -6,6 +6,7 @@ import pytest
 from dumpling_export import Dialect, csv_field, sql_literal
 
 from ingest.mysql import dumpling as dd
+from ingest.mysql import dumpling_lines
 from ingest.mysql.ddl import CreateTable, parse_ddl
 from testkit.sample import wire_text
 
@@ -68,7 +69,7 @@ DEFAULT_CSV = dd.CsvDialect()
 
 def _decode(line: bytes, data_format: dd.DataFormat, dialect=DEFAULT_CSV, starts_file=False):
     columns = _columns()
-    return dd.decode_data_line(
+    return dumpling_lines.decode_data_line(
         line,
         starts_file=starts_file,
         data_format=data_format,
