@@ -31,7 +31,8 @@ from tenacity import (
 from ingest.apply import convert
 from ingest.apply import generated as generated_columns
 from ingest.lake import delta_io
-from ingest.lake.delta_io import quote, sql_literal
+from ingest.lake.delta_io import quote
+from ingest.lake.sql_text import sql_literal
 from ingest.model import BAD_COLUMN, MESSAGE_COLUMNS, Op
 from ingest.order import RANK_DELETE, RANK_UPSERT, Segment
 from ingest.state.table_state import COMMIT_TS_COLUMN, committing, planned_whole

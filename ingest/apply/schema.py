@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert, generated, retype
-from ingest.lake import delta_io
-from ingest.lake.delta_io import prepare_to_create, quote, sql_literal, sql_string
+from ingest.lake import delta_io, sql_text
+from ingest.lake.delta_io import prepare_to_create, quote
+from ingest.lake.sql_text import sql_literal, sql_string
 from ingest.model import ColumnType, TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan
@@ -246,7 +247,7 @@ def add_column(
             delta_io.add_column(spark, path, field, position)
         if change.backfill is not None:
             value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
-            delta_io.update(spark, path, {change.column.name: delta_io.sql_value(spark, value, data_type)})
+            delta_io.update(spark, path, {change.column.name: sql_text.sql_value(spark, value, data_type)})
             if keep_default:
                 _set_column_defaults(
                     spark, path, {**column_defaults(spark, path), change.column.name: change.backfill}
@@ -566,7 +567,7 @@ def replace_table(
     properties = {k: v for k, v in current if not k.startswith(_DELTA_MANAGED)} | dict(changed or {})
     if any(isinstance(f.dataType, T.TimestampNTZType) for f in rows.schema.fields):
         properties[TIMESTAMP_NTZ[0]] = TIMESTAMP_NTZ[1]  # Delta turns it on by itself only at creation
-    writer = rows.writeTo(delta_io.table_ref(path)).using("delta")
+    writer = rows.writeTo(sql_text.table_ref(path)).using("delta")
     for name, value in properties.items():
         writer = writer.tableProperty(name, value)
     with committing(spark, metadata), delta_io.catalog_naming(path):
@@ -626,7 +627,7 @@ def copy_table(
         properties[PROPERTY_GENERATED] = orjson.dumps(dict(source.generated)).decode()
     if with_rows:
         delta_io.ensure_schema(spark, path)
-        writer = rows.writeTo(delta_io.table_ref(path)).using("delta")
+        writer = rows.writeTo(sql_text.table_ref(path)).using("delta")
         for name, value in properties.items():
             writer = writer.tableProperty(name, value)
         with committing(spark, metadata), delta_io.catalog_naming(path):

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from ingest.commands.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
 from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ConfigError
-from ingest.lake import delta_io, delta_log
+from ingest.lake import delta_io, delta_log, sql_text
 from ingest.lake.delta_io import quote
 from ingest.lake.names import TableName
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
@@ -57,7 +57,7 @@ def _sql_name(path: str) -> str:
     needs them (``main.tidb_shop.orders``)."""
     if isinstance(path, TableName):
         return ".".join(p if _PLAIN.fullmatch(p) else quote(p) for p in path.parts)
-    return delta_io.table_ref(path)
+    return sql_text.table_ref(path)
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.lake import delta_io
+from ingest.lake import delta_io, sql_text
 from ingest.lake import names as catalog_names
 from ingest.model import MESSAGE_COLUMNS
 from ingest.source import MESSAGE_SCHEMA
@@ -48,4 +48,4 @@ def replace_buffer(
         return
     if not exists:
         delta_io.create_table(spark, path, SCHEMA)
-    delta_io.write(rows, path, "overwrite", replaceWhere=f"stream_id = {delta_io.sql_string(stream_id)}")
+    delta_io.write(rows, path, "overwrite", replaceWhere=f"stream_id = {sql_text.sql_string(stream_id)}")

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.lake import delta_io
+from ingest.lake import delta_io, sql_text
 from ingest.lake import names as catalog_names
 from ingest.model import PartitionId, TableId, TableState
 from ingest.state.table_state import planned_whole
@@ -170,9 +170,9 @@ def prune_runs(spark: SparkSession, path: str, stream_id: str, run_id: int) -> N
     """
     if run_id % COMPACT_EVERY:
         return
-    older = f"stream_id = {delta_io.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
+    older = f"stream_id = {sql_text.sql_string(stream_id)} AND run_id <= {run_id - KEEP_RUNS}"
     delta_io.delete(spark, path, older)
-    attempts = f"concat({delta_io.sql_string(stream_id)}, chr(0), 'begun')"
+    attempts = f"concat({sql_text.sql_string(stream_id)}, chr(0), 'begun')"
     delta_io.delete(spark, path, f"stream_id = {attempts} AND run_id <= {run_id}")
     delta_io.optimize(spark, path)
 

@@ -10,21 +10,21 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import types as T
 
 from ingest.apply.schema import partition_predicate
-from ingest.lake import delta_io
+from ingest.lake import delta_io, sql_text
 from ingest.plan import partitions
 
 
 def test_names_and_paths_are_backticked_with_backticks_doubled():
     assert delta_io.quote("a`b c") == "`a``b c`"
-    assert delta_io.table_ref("/lake/app/t`1") == "delta.`/lake/app/t``1`"
+    assert sql_text.table_ref("/lake/app/t`1") == "delta.`/lake/app/t``1`"
 
 
 def test_string_literals_escape_quotes_and_backslashes():
-    assert delta_io.sql_string("it's a\\b") == "'it\\'s a\\\\b'"
+    assert sql_text.sql_string("it's a\\b") == "'it\\'s a\\\\b'"
 
 
 def test_string_literals_hold_no_dollar_for_spark_to_substitute():
-    assert delta_io.sql_string("${env:HOME} $x") == "'\\u0024{env:HOME} \\u0024x'"
+    assert sql_text.sql_string("${env:HOME} $x") == "'\\u0024{env:HOME} \\u0024x'"
 
 
 @pytest.mark.parametrize(
@@ -43,23 +43,23 @@ def test_string_literals_hold_no_dollar_for_spark_to_substitute():
     ],
 )
 def test_python_values_become_literals_of_the_same_type(value, text):
-    assert delta_io.sql_literal(value) == text
+    assert sql_text.sql_literal(value) == text
 
 
 def test_a_datetime_has_no_literal_because_its_zone_would_be_guessed():
     with pytest.raises(TypeError):
-        delta_io.sql_literal(datetime(2024, 1, 1))
+        sql_text.sql_literal(datetime(2024, 1, 1))
 
 
 def test_types_are_spelled_so_no_session_conf_changes_them():
     schema = T.StructType([T.StructField("a b", T.TimestampType()), T.StructField("n", T.DecimalType(20, 0))])
-    assert delta_io.sql_type(T.ArrayType(schema)) == "ARRAY<STRUCT<`a b`: TIMESTAMP_LTZ, `n`: decimal(20,0)>>"
-    assert delta_io.sql_type(T.TimestampNTZType()) == "timestamp_ntz"
+    assert sql_text.sql_type(T.ArrayType(schema)) == "ARRAY<STRUCT<`a b`: TIMESTAMP_LTZ, `n`: decimal(20,0)>>"
+    assert sql_text.sql_type(T.TimestampNTZType()) == "timestamp_ntz"
 
 
 def test_a_column_definition_carries_not_null_and_its_comment():
     field = T.StructField("c", T.LongType(), nullable=False, metadata={"comment": "tidb: bigint(20)"})
-    assert delta_io.column_definition(field) == "`c` bigint NOT NULL COMMENT 'tidb: bigint(20)'"
+    assert sql_text.column_definition(field) == "`c` bigint NOT NULL COMMENT 'tidb: bigint(20)'"
 
 
 class _SparkError(PySparkException):
