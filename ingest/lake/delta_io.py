@@ -47,8 +47,8 @@ from ingest.errors import IngestError
 from ingest.lake.names import TableName, check_part
 from ingest.lake.names import quote as quote  # one of this module's SQL text helpers, defined with names
 from ingest.lake.sql_text import (
-    properties_sql,
     column_definition,
+    properties_sql,
     sql_string,
     sql_type,
     table_ref,
