@@ -1,6 +1,6 @@
 """ticdc-delta-ingest: mirror TiDB tables into Delta Lake from TiCDC change streams."""
 
-from ingest.config import IngestConfig, InputFormat, LoadConfig, Protocol, SourceKind
+from ingest.config import IngestConfig, InputFormat, Protocol, SourceKind
 from ingest.errors import (
     ConfigError,
     DecodeError,
@@ -10,6 +10,7 @@ from ingest.errors import (
     SparkSetupError,
     TooManyBadRecords,
 )
+from ingest.load_config import LoadConfig
 from ingest.model import PartitionId, Position, TableId, tso_to_datetime
 
 __all__ = [

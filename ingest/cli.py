@@ -371,7 +371,7 @@ def _run(
 
 def _load(flags: dict[str, str | None]) -> int:
     from ingest.commands.load import load_dumpling
-    from ingest.config import LoadConfig
+    from ingest.load_config import LoadConfig
     from ingest.spark import get_session
 
     session_keys = ("command", "verbose", "spark_remote", "warehouse")
@@ -454,7 +454,7 @@ def _as_of(args: argparse.Namespace, warehouse: str | None = None) -> int:
 
 def _verify(args: argparse.Namespace, warehouse: str | None = None) -> int:
     from ingest.commands import asof, verify
-    from ingest.config import LoadConfig
+    from ingest.load_config import LoadConfig
     from ingest.spark import get_session
 
     other = args.other_target_path or args.other_target_catalog

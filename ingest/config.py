@@ -8,9 +8,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cached_property
-from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest import parameters, secrets
@@ -21,81 +19,42 @@ from ingest.errors import ConfigError
 from ingest.lake import names as catalog_names
 from ingest.lake.mirror import Mirror
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
+from ingest.settings import KAFKA_KEYS, KAFKA_OPTION_PREFIX, choice, kafka_from_params
+from ingest.settings import (  # re-exported: the values settings take
+    Compaction as Compaction,
+)
+from ingest.settings import (
+    DropTablePolicy as DropTablePolicy,
+)
+from ingest.settings import (
+    InputFormat as InputFormat,
+)
+from ingest.settings import (
+    KafkaSource as KafkaSource,
+)
+from ingest.settings import (
+    MissingExtensionPolicy as MissingExtensionPolicy,
+)
+from ingest.settings import (
+    Protocol as Protocol,
+)
+from ingest.settings import (
+    SimpleEncoding as SimpleEncoding,
+)
+from ingest.settings import (
+    SourceKind as SourceKind,
+)
+from ingest.settings import (
+    Trigger as Trigger,
+)
+from ingest.settings import (
+    TypeChangePolicy as TypeChangePolicy,
+)
+from ingest.settings import (
+    UnknownDdlPolicy as UnknownDdlPolicy,
+)
 
 logger = logging.getLogger(__name__)
-
-
-class Protocol(Enum):
-    """The TiCDC protocol the changefeed writes."""
-
-    CANAL_JSON = "canal-json"
-    SIMPLE = "simple"
-    AVRO = "avro"  # TiCDC Avro, Confluent wire format with a schema registry: per-key convergence only
-
-
-class SimpleEncoding(Enum):
-    """The Simple protocol's ``encoding-format``."""
-
-    JSON = "json"
-    AVRO = "avro"
-
-
-class SourceKind(Enum):
-    """Where the records come from."""
-
-    FILES = "files"
-    KAFKA = "kafka"
-
-
-class Trigger(Enum):
-    """When a Kafka stream runs its micro-batches."""
-
-    AVAILABLE_NOW = "available-now"  # read everything there is now, in batches, then stop
-    PROCESSING_TIME = "processing-time"  # keep mirroring, one batch per trigger-interval
-
-
-class InputFormat(Enum):
-    """How the files source reads its input directory."""
-
-    AUTO = "auto"  # a storage-sink layout if <input>/metadata holds a checkpoint-ts, else line by line
-    RECORDS = "records"  # captured records: value and key in base64
-    KCAT = "kcat"  # `kcat -J` envelopes: payload and key as JSON strings
-    STORAGE = "storage"  # TiCDC's storage-sink layout for Canal-JSON
-
-
-class DropTablePolicy(Enum):
-    """What DROP TABLE (and DROP DATABASE) does to the mirrored table."""
-
-    ARCHIVE = "archive"  # keep the last rows readable, marked retired
-    DELETE = "delete"  # delete the rows, keep the retired mark
-
-
-class Compaction(Enum):
-    """Whether the tables the mirror creates compact their small files after writes."""
-
-    AUTO = "auto"  # Delta auto compaction (delta.autoOptimize.autoCompact)
-    OFF = "off"  # left to the user's own OPTIMIZE
-
-
-class TypeChangePolicy(Enum):
-    """What a MODIFY/CHANGE COLUMN that Delta cannot apply as type widening does."""
-
-    FAIL = "fail"  # stop before it, naming table, column, old -> new type and position
-    REWRITE = "rewrite"  # rewrite the table with the column cast to the new type
-
-
-class UnknownDdlPolicy(Enum):
-    """What a DDL the mirror does not know (or cannot parse) does to the run."""
-
-    FAIL = "fail"  # stop before it, progress not moved
-    SKIP = "skip"  # record it in the DDL history as skipped and go on
-
-
-class MissingExtensionPolicy(Enum):
-    """What Canal-JSON without ``enable-tidb-extension`` (no commitTs, no watermarks) does to the run."""
-
-    FAIL = "fail"  # stop at once: nothing can be ordered or deduplicated exactly
-    OFFSET_ORDER = "offset-order"  # best effort: apply in offset order, commit time from "es" (ms)
 
 
 STATE_DIR_NAME = "_ingest"
@@ -112,126 +71,12 @@ def absolute_local_path(path: str) -> str:
 
 
 CHECKPOINTS_DIR_NAME = "checkpoints"
-KAFKA_OPTION_PREFIX = "kafka."
-_INTERVAL = re.compile(r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$")
-
-
-E = TypeVar("E", bound=Enum)
 
 
 def _whole(number: float) -> int:
     if number != int(number) or number < 1:
         raise ConfigError(f"table-parallelism must be a whole number >= 1, got {number:g}")
     return int(number)
-
-
-def _choice(
-    params: Mapping[str, str],
-    key: str,
-    kind: type[E],
-    table: Mapping[str, parameters.Parameter] | None = None,
-) -> E:
-    """An enum-valued parameter (of the run's table unless given another); the error names the key, the
-    value and every accepted value."""
-    text = parameters.value(params, (table or _RUN)[key]) or ""
-    try:
-        return kind(text)
-    except ValueError as exc:
-        accepted = ", ".join(str(member.value) for member in kind)
-        raise ConfigError(f"{key}: {text!r} is not supported; use one of: {accepted}") from exc
-
-
-# Kafka option names whose values are secrets whatever they say (SASL JAAS lines, key and trust store
-# passwords, OAuth tokens).
-SECRET_WORDS = ("password", "jaas", "secret", "token", "key")
-
-
-@dataclass(frozen=True, repr=False)
-class KafkaSource:
-    """Where and how a Kafka stream reads. Our progress, not Spark's checkpoint, owns the positions."""
-
-    bootstrap_servers: str
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    trigger: Trigger = Trigger.AVAILABLE_NOW
-    trigger_interval: str = "30 seconds"
-    checkpoint_location: str = ""  # default: <state-path>/checkpoints/<stream-id>
-    max_offsets_per_trigger: int | None = None
-    fail_on_data_loss: bool = True
-    # kafka.* passed to Spark as they are; shown by ``shown_options``, for they may hold a secret (SASL)
-    options: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-    @property
-    def shown_options(self) -> dict[str, str]:
-        """The options as they may be logged: values of keys that name a secret masked, and every resolved
-        secret reference masked wherever it appears."""
-        return {
-            key: secrets.MASK if any(word in key.lower() for word in SECRET_WORDS) else secrets.redact(value)
-            for key, value in self.options.items()
-        }
-
-    def __repr__(self) -> str:
-        shown = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "options"}
-        fields = ", ".join(f"{name}={value!r}" for name, value in shown.items())
-        return f"KafkaSource({fields}, options={self.shown_options!r})"
-
-    def __post_init__(self) -> None:
-        if not self.bootstrap_servers:
-            raise ConfigError(
-                "kafka-bootstrap-servers: required with --source kafka, e.g. --kafka-bootstrap-servers "
-                "broker1:9092,broker2:9092"
-            )
-        if bool(self.topics) == bool(self.topic_pattern):
-            raise ConfigError(
-                "topics / topic-pattern: give exactly one, e.g. --topics tidb_cdc,other or "
-                "--topic-pattern 'tidb_cdc_.*'"
-            )
-        if self.topic_pattern is not None:
-            try:
-                re.compile(self.topic_pattern)
-            except re.error as exc:
-                raise ConfigError(
-                    f"topic-pattern: {self.topic_pattern!r} is not a regular expression: {exc}"
-                ) from exc
-        if not _INTERVAL.match(self.trigger_interval):
-            raise ConfigError(
-                f"trigger-interval: {self.trigger_interval!r} is not an interval; write e.g. '30 seconds', "
-                "'500 milliseconds' or '5 minutes'"
-            )
-        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
-            raise ConfigError(
-                "max-offsets-per-trigger: must be a positive number of records, got "
-                f"{self.max_offsets_per_trigger}"
-            )
-
-
-_KAFKA_KEYS = {p.key for p in parameters.RUN if p.group == parameters.KAFKA}
-
-
-def _kafka_from_params(params: Mapping[str, str], options: Mapping[str, str]) -> KafkaSource:
-    bootstrap = params.get("kafka-bootstrap-servers", "")
-    passed = options.get("kafka.bootstrap.servers")
-    if passed and bootstrap and passed != bootstrap:
-        raise ConfigError(
-            f"kafka-bootstrap-servers ({bootstrap!r}) and kafka.bootstrap.servers ({passed!r}) disagree; "
-            "give only one"
-        )
-    limit_text = params.get("max-offsets-per-trigger")
-    try:
-        limit = int(limit_text) if limit_text else None
-    except ValueError as exc:
-        raise ConfigError(f"max-offsets-per-trigger: {limit_text!r} is not a whole number") from exc
-    return KafkaSource(
-        bootstrap_servers=bootstrap or passed or "",
-        topics=tuple(t.strip() for t in params.get("topics", "").split(",") if t.strip()),
-        topic_pattern=params.get("topic-pattern") or None,
-        trigger=_choice(params, "trigger", Trigger),
-        trigger_interval=(parameters.value(params, _RUN["trigger-interval"]) or "").strip(),
-        checkpoint_location=params.get("checkpoint-location", ""),
-        max_offsets_per_trigger=limit,
-        fail_on_data_loss=parameters.flag(params, _RUN["fail-on-data-loss"]),
-        options={k: v for k, v in options.items() if k != "kafka.bootstrap.servers"},
-    )
 
 
 @dataclass(frozen=True)
@@ -464,20 +309,20 @@ class IngestConfig:
             ConfigError: a key is unknown or a value is invalid; the message names both.
         """
         # kafka.* options go to the Kafka client as they are: their names are Kafka's, not ours.
-        options = _resolved(
+        options = resolved(
             {k: v for k, v in params.items() if k.startswith(KAFKA_OPTION_PREFIX) and v is not None}
         )
-        normalized = _resolved(
+        normalized = resolved(
             parameters.normalize({k: v for k, v in params.items() if k not in options}, parameters.RUN)
         )
-        source = _choice(normalized, "source", SourceKind)
-        protocol = _choice(normalized, "protocol", Protocol)
+        source = choice(normalized, "source", SourceKind)
+        protocol = choice(normalized, "protocol", Protocol)
         if "simple-encoding" in normalized and protocol is not Protocol.SIMPLE:
             raise ConfigError(
                 "simple-encoding applies to --protocol simple only; remove it or set the protocol"
             )
         partitions = normalized.get("partitions")
-        kafka_given = sorted((set(normalized) & _KAFKA_KEYS) | set(options))
+        kafka_given = sorted((set(normalized) & KAFKA_KEYS) | set(options))
         if source is not SourceKind.KAFKA and kafka_given:
             raise ConfigError(f"{', '.join(kafka_given)}: only apply with --source kafka")
         if source is SourceKind.KAFKA and "input" in normalized:
@@ -486,8 +331,8 @@ class IngestConfig:
             source=source,
             input_path=normalized.get("input", ""),
             protocol=protocol,
-            simple_encoding=_choice(normalized, "simple-encoding", SimpleEncoding),
-            compression=_choice(normalized, "compression", Compression),
+            simple_encoding=choice(normalized, "simple-encoding", SimpleEncoding),
+            compression=choice(normalized, "compression", Compression),
             claim_check_path=normalized.get("claim-check-path") or None,
             claim_check_raw_value=parameters.flag(normalized, _RUN["claim-check-raw-value"]),
             target_path=normalized.get("target-path", ""),
@@ -498,12 +343,12 @@ class IngestConfig:
             max_bad_ratio=parameters.number(normalized, _RUN["max-bad-ratio"]),
             table_parallelism=_whole(parameters.number(normalized, _RUN["table-parallelism"])),
             stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
-            drop_table=_choice(normalized, "drop-table", DropTablePolicy),
-            compaction=_choice(normalized, "compaction", Compaction),
-            unknown_ddl=_choice(normalized, "unknown-ddl", UnknownDdlPolicy),
-            type_change=_choice(normalized, "type-change", TypeChangePolicy),
-            kafka=_kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
-            input_format=_choice(normalized, "input-format", InputFormat),
+            drop_table=choice(normalized, "drop-table", DropTablePolicy),
+            compaction=choice(normalized, "compaction", Compaction),
+            unknown_ddl=choice(normalized, "unknown-ddl", UnknownDdlPolicy),
+            type_change=choice(normalized, "type-change", TypeChangePolicy),
+            kafka=kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
+            input_format=choice(normalized, "input-format", InputFormat),
             schema_registry=normalized.get("schema-registry") or None,
             schema_registry_timeout=parameters.number(
                 normalized, _RUN["schema-registry-timeout"], "a number of seconds"
@@ -513,7 +358,7 @@ class IngestConfig:
             schema_registry_ca_file=normalized.get("schema-registry-ca-file") or None,
             schema_registry_cert_file=normalized.get("schema-registry-cert-file") or None,
             schema_registry_key_file=normalized.get("schema-registry-key-file") or None,
-            missing_extension=_choice(normalized, "missing-extension", MissingExtensionPolicy),
+            missing_extension=choice(normalized, "missing-extension", MissingExtensionPolicy),
             column_defaults=parameters.parse_column_settings(
                 "column-defaults", normalized.get("column-defaults", "")
             ),
@@ -579,105 +424,6 @@ def _in_a_volume(path: str) -> bool:
     return re.match(r"(dbfs:)?/Volumes/", path) is not None
 
 
-def _unescape_option(text: str) -> str:
-    r"""Dumpling's CSV options as typed on a shell: ``\t``, ``\n`` and ``\r`` stand for tab, LF and CR."""
-    return text.replace("\\t", "\t").replace("\\r", "\r").replace("\\n", "\n")
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    """An initial load from a TiDB Dumpling export. Build it with :meth:`from_params`.
-
-    The CSV options mirror Dumpling's flags of the same names, with Dumpling's defaults.
-    """
-
-    input_path: str
-    target_path: str = ""
-    state_path: str = ""
-    stream_id: str = "default"
-    timezone: str = "UTC"
-    max_bad_ratio: float = 0.0
-    force: bool = False
-    csv_separator: str = ","
-    csv_delimiter: str = '"'
-    csv_null_value: str = "\\N"
-    csv_header: bool = True
-    csv_line_terminator: str | None = None
-    table_name_template: str | None = None
-    compaction: Compaction = Compaction.AUTO
-    target_catalog: str | None = None
-    target_schema: str = DEFAULT_TARGET_SCHEMA
-    state_schema: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.input_path:
-            raise ConfigError("input: the directory of a Dumpling export is required (--input DIR)")
-        if not self.csv_separator:
-            raise ConfigError("csv-separator: must not be empty (Dumpling's default is ',')")
-        # The same checks and defaults as a streaming run of the same mirror.
-        object.__setattr__(self, "state_path", self.stream.state_path)
-
-    @property
-    def stream(self) -> IngestConfig:
-        """The streaming config of the same mirror (paths, stream id, time zone)."""
-        return IngestConfig(
-            input_path=self.input_path,
-            target_path=self.target_path,
-            state_path=self.state_path,
-            timezone=self.timezone,
-            max_bad_ratio=self.max_bad_ratio,
-            stream_id=self.stream_id,
-            table_name_template=self.table_name_template,
-            compaction=self.compaction,
-            target_catalog=self.target_catalog,
-            target_schema=self.target_schema,
-            state_schema=self.state_schema,
-        )
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, str]) -> LoadConfig:
-        """Build a load config from CLI flags, job parameters or widgets (all strings).
-
-        Raises:
-            ConfigError: a key is unknown or a value is invalid; the message names both.
-        """
-        normalized = _resolved(parameters.normalize(params, parameters.LOAD))
-        load = parameters.by_key(parameters.LOAD)
-
-        def text(key: str) -> str:
-            return parameters.value(normalized, load[key]) or ""
-
-        if not parameters.flag(normalized, load["escape-backslash"]):
-            raise ConfigError(
-                "escape-backslash: only exports written with Dumpling's default --escape-backslash=true can "
-                "be loaded (it keeps every row on one line, so big files split across tasks); export again "
-                "without --escape-backslash=false"
-            )
-        header = parameters.flag(normalized, load["csv-header"]) and not parameters.flag(
-            normalized, load["no-header"]
-        )
-        terminator = normalized.get("csv-line-terminator")
-        return cls(
-            input_path=text("input"),
-            target_path=text("target-path"),
-            state_path=text("state-path"),
-            stream_id=text("stream-id"),
-            timezone=text("timezone"),
-            max_bad_ratio=parameters.number(normalized, load["max-bad-ratio"]),
-            force=parameters.flag(normalized, load["force"]),
-            csv_separator=_unescape_option(text("csv-separator")),
-            csv_delimiter=_unescape_option(text("csv-delimiter")),
-            csv_null_value=text("csv-null-value"),
-            csv_header=header,
-            csv_line_terminator=_unescape_option(terminator) if terminator else None,
-            table_name_template=normalized.get("table-name-template") or None,
-            compaction=_choice(normalized, "compaction", Compaction, load),
-            target_catalog=normalized.get("target-catalog") or None,
-            target_schema=text("target-schema") or DEFAULT_TARGET_SCHEMA,
-            state_schema=normalized.get("state-schema") or None,
-        )
-
-
-def _resolved(normalized: dict[str, str]) -> dict[str, str]:
+def resolved(normalized: dict[str, str]) -> dict[str, str]:
     """Every secret reference in the settings replaced by its value (``ingest.secrets``), at start."""
     return {key: secrets.resolve(value, setting=key) for key, value in normalized.items()}

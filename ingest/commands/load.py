@@ -22,9 +22,9 @@ from pyspark.sql import types as T
 
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import normalize, slot
-from ingest.config import LoadConfig
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.lake import delta_io
+from ingest.load_config import LoadConfig
 from ingest.model import BAD_COLUMN, Op, TableId, TableState, tso_to_datetime
 from ingest.mysql import dumpling as dd
 from ingest.plan import partitions

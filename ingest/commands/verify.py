@@ -31,10 +31,11 @@ from ingest.commands.verify_rules import (
     differing_chunks,
     total,
 )
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused
 from ingest.lake import delta_io
 from ingest.lake.delta_io import quote
+from ingest.load_config import LoadConfig
 from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
 from ingest.mysql import dumpling as dd
 from ingest.source import dumpling as source

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("ingest.model", "ingest.errors", "ingest.lake", "ingest.lake.names", "ingest.lake.mirror")),
     ("MySQL text, decode", ("ingest.parameters", "ingest.secrets", "ingest.mysql", "ingest.decode")),
     ("order, plan, config, rules", ("ingest.order", "ingest.plan", "ingest.config",
+                                    "ingest.settings", "ingest.load_config",
                                     "ingest.commands.asof_rules", "ingest.commands.verify_rules")),
     ("Delta I/O", ("ingest.lake.delta_io", "ingest.lake.delta_log")),
     ("I/O: state, sources", ("ingest.state", "ingest.source", "ingest.spark")),
@@ -36,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 PURE = [
     "ingest.model", "ingest.errors", "ingest.lake.names", "ingest.lake.mirror", "ingest.parameters",
     "ingest.mysql", "ingest.decode", "ingest.order", "ingest.plan", "ingest.config",
+    "ingest.settings", "ingest.load_config",
     "ingest.commands.asof_rules", "ingest.commands.verify_rules",
     "testkit.sample", "testkit.workload", "testkit.ddl_spelling",
 ]  # fmt: skip

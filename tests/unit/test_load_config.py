@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from ingest.config import LoadConfig
 from ingest.errors import ConfigError
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 
 

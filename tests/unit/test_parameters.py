@@ -10,8 +10,9 @@ import pytest
 
 from ingest import parameters
 from ingest.cli import _parser
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
 from ingest.errors import ConfigError
+from ingest.load_config import LoadConfig
 
 README = Path(__file__).parents[2] / "README.md"
 

@@ -30,11 +30,12 @@ from ingest.commands import asof
 from ingest.commands.load import load_dumpling
 from ingest.commands.resync import resync_table
 from ingest.commands.verify import verify_snapshot
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
 from ingest.errors import TablesStopped
 from ingest.lake import delta_io
 from ingest.lake import names as catalog_names
 from ingest.lake.names import TableName
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state import ddl_history, progress

@@ -15,8 +15,9 @@ from ingest.commands import asof
 from ingest.commands.load import load_dumpling
 from ingest.commands.resync import resync_table
 from ingest.commands.verify import verify_snapshot
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
 from ingest.lake import delta_io
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state.table_state import commit_ts_column

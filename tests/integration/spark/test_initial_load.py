@@ -17,9 +17,10 @@ from pyspark.sql import functions as F
 
 from ingest.cli import main
 from ingest.commands.load import load_dumpling
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
 from ingest.errors import ConfigError
 from ingest.lake import delta_io
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state import progress, table_state

@@ -34,9 +34,10 @@ from mirror import corpus_problems, delta_rows, expected_rows, located
 from ticdc_fixture import CORPORA
 
 from ingest.commands.load import load_dumpling
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
 from ingest.errors import ConfigError
 from ingest.lake.delta_io import NotADeltaTable, prepare_to_create
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.pipeline.report import BatchResult

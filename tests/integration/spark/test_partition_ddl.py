@@ -16,8 +16,8 @@ from dumpling_export import write_export
 from mirror import delta_rows, expected_rows, located
 
 from ingest.commands.load import load_dumpling
-from ingest.config import LoadConfig
 from ingest.errors import TablesStopped
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 from testkit.sample import HashPartitions, ListPartitions, RangePartitions, Stream
 

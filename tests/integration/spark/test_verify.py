@@ -16,7 +16,7 @@ from dumpling_export import write_export
 from ingest.cli import main
 from ingest.commands.verify import verify_mirrors, verify_snapshot
 from ingest.commands.verify_rules import DiffKind
-from ingest.config import LoadConfig
+from ingest.load_config import LoadConfig
 from ingest.model import TableState
 from ingest.state.table_state import committing, state_to_metadata
 

@@ -20,7 +20,8 @@ from dumpling_export import write_export
 from ingest.cli import main
 from ingest.commands.verify import verify_mirrors, verify_snapshot
 from ingest.commands.verify_rules import DiffKind
-from ingest.config import IngestConfig, LoadConfig
+from ingest.config import IngestConfig
+from ingest.load_config import LoadConfig
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from testkit.sample import Stream
