@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from ingest.model import Column, ColumnType, DdlEvent, TableId, TableSchema
 from ingest.mysql import ddl as mysql_ddl
 from ingest.mysql import expr as mysql_expr
-from ingest.mysql import partition as mp
 from ingest.plan import partitions
 from ingest.plan.changes import (
     AddColumn,
@@ -37,6 +36,14 @@ from ingest.plan.changes import (
     SetUniqueKeys,
     Truncate,
 )
+from ingest.plan.ddl_scope import (
+    affected_tables,
+    exchange_tables,
+    is_rename,
+    reads_other_tables,
+    rename_pairs,
+    statement_of,
+)
 from ingest.plan.defaults import backfill_value, go_json_text, literal_wire_text
 from ingest.plan.keys import UniqueKeys
 from ingest.plan.partition_ddl import ExchangeSides, plan_partition_ddl
@@ -51,76 +58,6 @@ __all__ = [
     "affected_tables", "exchange_tables", "go_json_text", "is_rename", "literal_wire_text",
     "plan_schema_changes", "reads_other_tables", "rename_pairs", "statement_of",
 ]  # fmt: skip
-
-
-def statement_of(ddl: DdlEvent) -> mysql_ddl.Statement:
-    """The DDL's statement, parsed where the event entered (``mysql_ddl.ddl_event``); planning never parses
-    text again."""
-    if ddl.statement is None:
-        raise ValueError(f"a DDL event without its parsed statement: {ddl.sql!r} (build it with ddl_event)")
-    return ddl.statement
-
-
-def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
-    """Every table a DDL changes, in the order their steps must run (a rename's source before its target).
-
-    ``known`` are the tables the mirror knows, for DROP DATABASE. An empty list means a database-level DDL
-    that touches no table.
-    """
-    statement = statement_of(ddl)
-    if isinstance(statement, mysql_ddl.RenameTables):
-        return [t for pair in statement.pairs for t in pair]
-    if isinstance(statement, mysql_ddl.DropDatabase):
-        return sorted(t for t in known if t.schema == statement.schema)
-    if isinstance(statement, mysql_ddl.CreateTableLike):
-        return [statement.source, statement.table]
-    if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
-        return [statement.table]
-    if isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition):
-        return [statement.table, exchange_partner(statement)]
-    if isinstance(statement, mysql_ddl.AlterTable | mysql_ddl.PartitionDdl | mysql_ddl.TableOptions):
-        return [statement.table]
-    if isinstance(statement, mysql_ddl.CreateDatabase | mysql_ddl.DatabaseOptions):
-        return []
-    if isinstance(statement, mysql_ddl.NonDataObject):
-        return [statement.name] if statement.name is not None else []
-    return [ddl.table] if ddl.table.table else []
-
-
-def is_rename(ddl: DdlEvent) -> bool:
-    """Whether a DDL renames tables (its affected tables then come in (source, target) pairs)."""
-    return isinstance(statement_of(ddl), mysql_ddl.RenameTables)
-
-
-def rename_pairs(ddl: DdlEvent) -> tuple[tuple[TableId, TableId], ...]:
-    """The (old, new) pairs a RENAME event moves (none for any other DDL)."""
-    statement = statement_of(ddl)
-    return statement.pairs if isinstance(statement, mysql_ddl.RenameTables) else ()
-
-
-def exchange_partner(statement: mysql_ddl.PartitionDdl) -> TableId:
-    """The non-partitioned table of an EXCHANGE PARTITION (unqualified: the partitioned table's database)."""
-    assert isinstance(statement.action, mp.ExchangePartition)
-    other = statement.action.other
-    return TableId(*other) if len(other) == 2 else TableId(statement.table.schema, other[0])
-
-
-def exchange_tables(ddl: DdlEvent) -> tuple[TableId, TableId] | None:
-    """(partitioned, other) of an EXCHANGE PARTITION event; None for any other DDL."""
-    statement = statement_of(ddl)
-    if isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition):
-        return statement.table, exchange_partner(statement)
-    return None
-
-
-def reads_other_tables(ddl: DdlEvent) -> bool:
-    """Whether applying a DDL to one table reads another (RENAME, CREATE TABLE … LIKE, EXCHANGE PARTITION):
-    every table it names must then be applied up to just before it first, and each reads the others as
-    they were just before it."""
-    statement = statement_of(ddl)
-    return isinstance(statement, mysql_ddl.RenameTables | mysql_ddl.CreateTableLike) or (
-        isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition)
-    )
 
 
 def unique_keys_of(statement: mysql_ddl.CreateTable) -> UniqueKeys:
