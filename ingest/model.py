@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import TYPE_CHECKING
 
 # The columns of a Kafka-shaped message row, whatever the source (captured files or Kafka itself).
-
-if TYPE_CHECKING:  # the parsed statement types stand above the model
-    from ingest.mysql.statements import Statement
 
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
 # A normalized change's column naming the values that did not convert ("" when all did).
@@ -191,9 +187,10 @@ class DdlEvent:
     # The table's handle key after the DDL, where the protocol says it (Simple's tableSchema indexes).
     handle_key: tuple[str, ...] | None = None
     # The statement as parsed where the event entered (``ingest.mysql.ddl.ddl_event``): planning
-    # reads it and never parses the text again. None only for events that are no DDL (a writer-schema
-    # change of TiCDC Avro, recorded in the DDL history).
-    statement: Statement | None = field(default=None, compare=False, repr=False)
+    # reads it (``plan.ddl_scope.statement_of``) and never parses the text again. None only for events
+    # that are no DDL (a writer-schema change of TiCDC Avro, recorded in the DDL history). Typed loosely
+    # because the statement types stand above the model (they are made of its columns and tables).
+    statement: object | None = field(default=None, compare=False, repr=False)
 
     @property
     def identity(self) -> str:

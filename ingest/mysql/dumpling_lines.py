@@ -7,7 +7,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ingest.decode import canal_json as cj
 from ingest.model import ColumnKind, ColumnType
 from ingest.mysql.dumpling import CsvDialect, DataFormat, DumplingFormatError
 
@@ -280,7 +279,7 @@ def wire_text(value: RawValue, column_type: ColumnType) -> str | None:
     spelling, raw = value
     kind = column_type.kind
     if kind in _BINARY_KINDS:
-        return cj.binary_to_wire(raw)
+        return raw.decode("latin-1")  # binary as Canal-JSON carries it: one character per byte
     if kind is ColumnKind.BIT and spelling != BARE:
         return str(int.from_bytes(raw, "big"))  # Dumpling writes BIT as its bytes; Canal-JSON as a number
     text = _utf8(raw)

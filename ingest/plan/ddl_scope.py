@@ -13,9 +13,10 @@ from ingest.mysql import partition as mp
 def statement_of(ddl: DdlEvent) -> mysql_ddl.Statement:
     """The DDL's statement, parsed where the event entered (``mysql_ddl.ddl_event``); planning never parses
     text again."""
-    if ddl.statement is None:
+    statement = ddl.statement
+    if not isinstance(statement, mysql_ddl.Statement):
         raise ValueError(f"a DDL event without its parsed statement: {ddl.sql!r} (build it with ddl_event)")
-    return ddl.statement
+    return statement
 
 
 def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
