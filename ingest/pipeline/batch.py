@@ -5,6 +5,7 @@ I/O (Spark), no Delta tables of the mirror."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -180,17 +181,21 @@ def check_bad_ratio(config: IngestConfig, bad: int, records: int) -> None:
 
 
 def held_states(
-    spark: SparkSession, config: IngestConfig, committed: progress.Progress
+    spark: SparkSession, config: IngestConfig, committed: progress.Progress, touched: Iterable[TableId]
 ) -> dict[TableId, TableState]:
     """What every table holds as the batch starts: its state in the committed progress, which each table's
     own commits equal, except for the tables a run begun since may have written before it stopped short of
     its progress (``Progress.unfinished``), whose state comes from their own newest commits. So the mirror
-    reads its own state once per batch, and a table's history only after a crash or a re-sync."""
+    reads its own state once per batch, and a table's history only after a crash or a re-sync. Without any
+    committed progress (a new mirror, or its progress table lost), each table the batch ``touched`` that
+    already exists holds what its own commits say, so a lost progress table costs a re-read, not a replay."""
     states = dict(committed.tables)
-    for table in sorted(committed.unfinished):
+    own_states = set(committed.unfinished) | (set(touched) if committed.run_id == 0 else set())
+    for table in sorted(own_states):
         path = config.mirror.address(table)
         own = table_state.read_table_state(spark, path)
         if own is not None:
             states[table] = own
-        logger.info("%s: state from its own commits (a run stopped short of progress): %s", table, own)
+        if table in committed.unfinished or own is not None:
+            logger.info("%s: state from its own commits (no committed progress says it): %s", table, own)
     return states

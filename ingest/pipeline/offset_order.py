@@ -119,7 +119,7 @@ class AvroBatch:
         quarantine_undecodable(self.spark, self.config, self.decoded, self.bad, self.run_id)
         check_bad_ratio(self.config, self.bad, self.records)
         self.reads = _table_reads(self.dml)
-        self.states = held_states(self.spark, self.config, self.committed)
+        self.states = held_states(self.spark, self.config, self.committed, self.reads)
 
     def apply_tables(self) -> None:
         """Every table, first up to rows that do not convert; past them once the batch is known to stay
@@ -232,7 +232,8 @@ def _apply_table(
     *,
     second_pass: bool = False,
 ) -> tuple[TableReport, TableState]:
-    """Follow the newest writer schema, then merge the table's changes in offset order.
+    """Follow the writer schemas the table's rows use, merging its changes in offset order under each
+    (``plan_avro.segments``: one segment, the newest schema, unless a later schema changes a column's type).
 
     A table with rows that do not convert is not merged on the first pass (its report says so): the batch
     may yet fail on max-bad-ratio, and then no table may have gone past them. The second pass merges it
@@ -248,11 +249,29 @@ def _apply_table(
             read.rows,
         )
         return report, table.state
-    if latest is not None:
-        described = _follow(spark, config, table, read, book, latest, exists, run_id, listed)
+    if latest is None:
+        return _merge_read(spark, config, table, read, dml, run_id, report, second_pass, None)
+    state = table.state
+    for segment in plan_avro.segments(read.uses, lambda a, b: _retyped(book, a, b)):
+        if segment.through_ts is not None and segment.through_ts <= state.applied_ts:
+            continue  # merged before: by a first pass, or by a run that stopped after it
+        step = replace(table, state=state)
+        described = _follow(spark, config, step, read, book, segment.use, exists, run_id, listed)
+        exists = True
         if described:
             report.ddls.append(described)
-    return _merge_read(spark, config, table, read, dml, run_id, report, second_pass)
+        report, state = _merge_read(spark, config, step, read, dml, run_id, report, second_pass, segment)
+        if report.held_through is not None:
+            break
+    return report, state
+
+
+def _retyped(book: ta.SchemaBook, older: int, newer: int) -> bool:
+    """Whether a column both writer schemas hold has another type in the newer one."""
+    before = {c.column.name: c.column.type for c in book.schemas[older][0].columns}
+    return any(
+        before.get(c.column.name, c.column.type) != c.column.type for c in book.schemas[newer][0].columns
+    )
 
 
 def _follow(
@@ -293,12 +312,18 @@ def _merge_read(
     run_id: int,
     report: TableReport,
     second_pass: bool,
+    segment: plan_avro.Segment | None,
 ) -> tuple[TableReport, TableState]:
-    """The table's changes of the batch, merged in offset order (held on the first pass when some do not
-    convert)."""
+    """The table's changes of the batch (of one ``segment`` of it), merged in offset order (held on the
+    first pass when some do not convert)."""
     path, state = table.address, table.state
     info = apply_schema.table_info(spark, path)
     rows = dml.where((F.col("database") == table.id.schema) & (F.col("table") == table.id.table))
+    newest = read.max_commit_ts
+    if segment is not None and segment.after_ts:
+        rows = rows.where(F.col("commit_ts") > segment.after_ts)
+    if segment is not None and segment.through_ts is not None:
+        rows, newest = rows.where(F.col("commit_ts") <= segment.through_ts), segment.through_ts
     rows = _ORDERING.fill(rows, apply_schema.column_defaults(spark, path))
     changes = cached(
         normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text, info.generated)
@@ -309,9 +334,9 @@ def _merge_read(
             quarantine.write_unconvertible(spark, config.state_path, changes, table.id, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table.id, summary.bad)
             report.quarantined += summary.bad
-            report.held_through = read.max_commit_ts
+            report.held_through = newest
             return report, state
-        applied = TableState(max(state.applied_ts, read.max_commit_ts), state.ddl_ts, state.ddl_ids)
+        applied = TableState(max(state.applied_ts, newest), state.ddl_ts, state.ddl_ids)
         result = apply_merge(
             spark, path, _ORDERING.effect(changes, info.key, info.columns), info.key, info.columns,
             state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),
@@ -319,7 +344,9 @@ def _merge_read(
         )  # fmt: skip
     finally:
         changes.unpersist()
-    report.upserted, report.deleted, report.applied_ts = result.upserted, result.deleted, applied.applied_ts
+    report.upserted += result.upserted
+    report.deleted += result.deleted
+    report.applied_ts = applied.applied_ts
     logger.info(
         "%s: merged %d change(s) in offset order: %d upserted, %d deleted; newest commitTs %d (%s)",
         table.id, read.rows, result.upserted, result.deleted, applied.applied_ts,

@@ -196,7 +196,7 @@ class Batch:
         stamps = admission.row_stamps(
             self.dml, [t for t in by_table if any(s.table == t for s in self.signatures)]
         )
-        states = held_states(self.spark, self.config, self.committed)
+        states = held_states(self.spark, self.config, self.committed, names)
         self.tables = {
             t: BatchTable(
                 t, self.config.mirror.address(t), states.get(t, TableState()), by_table.get(t, []),

@@ -9,7 +9,8 @@ like a drop and an add: its values come back only with the rows TiCDC sends agai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ingest.decode.ticdc_avro import WriterSchema
@@ -31,6 +32,38 @@ class SchemaUse:
 def newest(uses: Sequence[SchemaUse]) -> SchemaUse:
     """The writer schema of the table's newest row: by commitTs, then (without commitTs) by offset."""
     return max(uses, key=lambda u: (u.max_commit_ts, u.partition, u.max_offset))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rows of a table's batch merged under one writer schema: commitTs in (after_ts, through_ts]."""
+
+    use: SchemaUse
+    after_ts: int = 0
+    through_ts: int | None = None  # None: to the batch's end
+
+
+def segments(uses: Sequence[SchemaUse], retyped: Callable[[int, int], bool]) -> list[Segment]:
+    """The writer schemas a table's batch follows in turn. Where a later schema changes a column's type
+    (``retyped(older_id, newer_id)``), the rows under the older one are merged first, as upstream wrote
+    them before its MODIFY COLUMN, so the table's rewrite converts them as TiDB converted its own; every
+    other change (columns added or dropped) is followed at once, under the newest schema. One segment when
+    the rows carry no commitTs to place them by."""
+    last = newest(uses)
+    per_schema: dict[int, SchemaUse] = {}
+    for use in uses:
+        if use.value_schema not in per_schema or newest([per_schema[use.value_schema], use]) is use:
+            per_schema[use.value_schema] = use
+    ordered = sorted(per_schema.values(), key=lambda u: (u.max_commit_ts, u.partition, u.max_offset))
+    if any(u.max_commit_ts == 0 for u in ordered):
+        return [Segment(last)]
+    result: list[Segment] = []
+    after = 0
+    for use, later in itertools.pairwise(ordered):
+        if retyped(use.value_schema, later.value_schema):
+            result.append(Segment(use, after, use.max_commit_ts))
+            after = use.max_commit_ts
+    return [*result, Segment(last, after)]
 
 
 Change = AddColumn | DropColumn | ChangeType | ChangeKey
