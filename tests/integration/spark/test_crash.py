@@ -38,13 +38,13 @@ CHILD = textwrap.dedent(
         pipeline.progress.commit_progress = die
     elif point == "between-tables":
         calls = {"n": 0}
-        original = pipeline._apply_table
+        original = pipeline.apply_table
         def second_table_dies(*args, **kwargs):
             calls["n"] += 1
             if calls["n"] == 2:
                 die()
             return original(*args, **kwargs)
-        pipeline._apply_table = second_table_dies
+        pipeline.apply_table = second_table_dies
     elif point == "mid-ddl":
         # After ALTER TABLE ADD COLUMNS has committed, before the back-fill of existing rows.
         schema.convert = types.SimpleNamespace(**{**vars(schema.convert), "from_wire": die})
