@@ -40,7 +40,7 @@ def test_a_table_whose_delta_log_breaks_stops_alone_and_lands_once_it_is_repaire
     s.watermark(s.tso(5))
     s.write(tmp_path / "in")
     # A commit file nobody can read: every read of shop.b fails, as a damaged object store would make it.
-    broken = located(lake, TableId("shop", "b")) / "_delta_log" / f"{99:020d}.json"
+    broken = Path(located(lake, TableId("shop", "b"))) / "_delta_log" / f"{99:020d}.json"
     broken.write_text("{not json")
 
     with pytest.raises(TablesStopped) as stopped:
