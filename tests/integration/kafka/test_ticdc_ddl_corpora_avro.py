@@ -10,6 +10,7 @@ Every other table lands exactly, every cell, and no record of TiCDC's is refused
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -73,7 +74,17 @@ def uncarried_defaults(corpus: str) -> str:
     return ";".join(sorted(set(entries)))
 
 
-@pytest.mark.parametrize("corpus", sorted(c for c in CORPORA if (CORPORA[c] / "avro").is_dir()))
+# CI runs the corpora whose Avro records are their own traps: a tombstone whose key moved (columns), a writer
+# schema that changes a column's type between rows of one batch (generated), and tables created, dropped and
+# renamed (tables). The `full` profile (CORPUS_PROFILE=full) runs every corpus with Avro records.
+PROFILE = os.environ.get("CORPUS_PROFILE", "ci")
+CI_CORPORA = ("columns", "generated", "tables")
+
+
+@pytest.mark.parametrize(
+    "corpus",
+    sorted(c for c in CORPORA if (CORPORA[c] / "avro").is_dir() and (PROFILE == "full" or c in CI_CORPORA)),
+)
 def test_every_table_avro_can_show_lands_and_no_record_is_refused(spark, secured_registry, tmp_path, corpus):
     records = corpus_records(secured_registry, tmp_path / "in", CORPORA[corpus])
     defaults = uncarried_defaults(corpus)
