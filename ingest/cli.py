@@ -1,7 +1,8 @@
 """``ticdc-ingest``: the entry point for job tasks and the command line.
 
 Parameters arrive as ``--key=value`` (Databricks ``named_parameters``) or ``--key value``; they go through
-``IngestConfig.from_params`` and nowhere else.
+``IngestConfig.from_params`` and nowhere else. Each command's work is in its module under
+``ingest.commands``; here the flags are declared, parsed and handed to it.
 """
 
 from __future__ import annotations
@@ -10,25 +11,22 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from importlib.resources import files as package_files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from ingest import parameters, secrets
-from ingest.config import IngestConfig, SourceKind
-from ingest.errors import ConfigError, IngestError, TablesStopped
-from ingest.model import TableId, tso_to_datetime
+from ingest.commands import flags
+from ingest.commands.flags import DEFAULT_WAREHOUSE
+from ingest.config import IngestConfig
+from ingest.errors import ConfigError, IngestError
+from ingest.load_config import LoadConfig
 from ingest.parameters import params_from_toml
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from ingest.pipeline import BatchResult
+    # What add_subparsers returns: argparse gives it no public name.
+    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 logger = logging.getLogger("ingest")
-
-BUNDLED_SAMPLE = "samples/canal_json"
-DEFAULT_WAREHOUSE = "spark-warehouse"
 
 
 def _session_flags() -> argparse.ArgumentParser:
@@ -51,16 +49,7 @@ def _session_flags() -> argparse.ArgumentParser:
     return flags
 
 
-def _parser() -> argparse.ArgumentParser:
-    session = _session_flags()
-    parser = argparse.ArgumentParser(
-        prog="ticdc-ingest",
-        description="Mirror TiDB tables into Delta Lake from TiCDC change streams.",
-        parents=[session],
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def _add_run(commands: Commands, session: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run",
         parents=[session],
@@ -70,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     parameters.add_flags(run, parameters.RUN)
     _add_edge_flags(run)
 
+
+def _add_resync(commands: Commands, session: argparse.ArgumentParser) -> None:
     resync = commands.add_parser(
         "resync",
         parents=[session],
@@ -80,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     parameters.add_flags(resync, parameters.RUN)
     _add_edge_flags(resync)
 
+
+def _add_status(commands: Commands, session: argparse.ArgumentParser) -> None:
     status = commands.add_parser(
         "status", parents=[session], help="per table: applied TSO and its time, lag, rows, pending, bad"
     )
@@ -91,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         help="also draw lag over time (G and every table, one point per committed run) into a PNG",
     )
 
+
+def _add_as_of(commands: Commands, session: argparse.ArgumentParser) -> None:
     as_of = commands.add_parser(
         "as-of",
         parents=[session],
@@ -110,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
         help="print a SELECT ... VERSION AS OF query per table instead of a table",
     )
 
+
+def _add_verify(commands: Commands, session: argparse.ArgumentParser) -> None:
     verify = commands.add_parser(
         "verify",
         parents=[session],
@@ -118,12 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_mirror_flags(verify)
     verify.add_argument("--snapshot", default=None, help="a Dumpling export; its metadata names the TSO")
-    verify.add_argument("--other-target-path", default=None, help="or: another mirror of the same upstream")
-    verify.add_argument("--other-state-path", default=None, help="its state (default: <other>/_ingest)")
-    verify.add_argument("--other-target-catalog", default=None, help="or: another mirror, of catalog tables")
-    verify.add_argument("--other-target-schema", default=None, help="its tables' schema template")
-    verify.add_argument("--other-state-schema", default=None, help="its state's schema")
-    verify.add_argument("--other-stream-id", default="default", help="its stream")
+    _add_other_mirror_flags(verify)
     verify.add_argument(
         "--tso", default=None, help="with --other-target-path: the TSO (default: the lower of the newest Gs)"
     )
@@ -134,6 +126,21 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--chunk-rows", type=int, default=200_000, help="rows per checksum chunk (default 200000)"
     )
+    _add_export_format_flags(verify)
+
+
+def _add_other_mirror_flags(verify: argparse.ArgumentParser) -> None:
+    """The mirror ``verify`` compares with, instead of an export."""
+    verify.add_argument("--other-target-path", default=None, help="or: another mirror of the same upstream")
+    verify.add_argument("--other-state-path", default=None, help="its state (default: <other>/_ingest)")
+    verify.add_argument("--other-target-catalog", default=None, help="or: another mirror, of catalog tables")
+    verify.add_argument("--other-target-schema", default=None, help="its tables' schema template")
+    verify.add_argument("--other-state-schema", default=None, help="its state's schema")
+    verify.add_argument("--other-stream-id", default="default", help="its stream")
+
+
+def _add_export_format_flags(verify: argparse.ArgumentParser) -> None:
+    """How the export ``verify`` reads was written: ``load``'s flags of the same names."""
     verify.add_argument("--timezone", default="UTC", help="Dumpling's session time zone (default: UTC)")
     verify.add_argument("--csv-separator", default=None, help="as for load")
     verify.add_argument("--csv-delimiter", default=None, help="as for load")
@@ -141,6 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--csv-line-terminator", default=None, help="as for load")
     verify.add_argument("--no-header", action="store_const", const="true", default=None, help="as for load")
 
+
+def _add_load(commands: Commands, session: argparse.ArgumentParser) -> None:
     load = commands.add_parser(
         "load",
         parents=[session],
@@ -148,6 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parameters.add_flags(load, parameters.LOAD)
 
+
+def _add_demo(commands: Commands, session: argparse.ArgumentParser) -> None:
     demo = commands.add_parser(
         "demo", parents=[session], help="mirror the bundled sample stream into a local lakehouse"
     )
@@ -161,12 +172,11 @@ def _parser() -> argparse.ArgumentParser:
         help="mirror into catalog tables by name instead (spark_catalog.<database>.<table>, under "
         f"--warehouse, default ./{DEFAULT_WAREHOUSE}), which any Spark session of that warehouse can SELECT",
     )
-    return parser
 
 
 def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> None:
     """Where a mirror is: its root (or its catalog and schemas), its state and the stream whose progress
-    counts."""
+    counts. ``flags.mirror`` reads them back."""
     command.add_argument(f"--{prefix}target-path", default=None, help="root of the mirror")
     command.add_argument(
         f"--{prefix}state-path", default=None, help="where progress lives (default: <target-path>/_ingest)"
@@ -181,29 +191,6 @@ def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> Non
         f"--{prefix}state-schema", default=None, help="its state's schema (default: ticdc_ingest)"
     )
     command.add_argument(f"--{prefix}stream-id", default="default", help="whose progress to read")
-
-
-MIRROR_KEYS = ("target-path", "state-path", "target-catalog", "target-schema", "state-schema", "stream-id")
-
-
-def _mirror_flags(args: argparse.Namespace, prefix: str = "") -> dict[str, str | None]:
-    """The location flags as parameters (with ``prefix``: the other mirror's)."""
-    return {key: getattr(args, (prefix + key).replace("-", "_")) for key in MIRROR_KEYS}
-
-
-def _mirror(args: argparse.Namespace, prefix: str = "") -> IngestConfig:
-    """The mirror the location flags name (with ``prefix``: the other one), as a run's config locates it;
-    its input is not read."""
-    given = _mirror_flags(args, prefix)
-    if not given["target-path"] and not given["target-catalog"]:
-        raise ConfigError(f"--{prefix}target-path or --{prefix}target-catalog: say where the mirror is")
-    return IngestConfig.from_params({"input": "-", **{k: v for k, v in given.items() if v is not None}})
-
-
-def _catalog_warehouse(warehouse: str | None, by_name: bool) -> str | None:
-    """Where a local session keeps a catalog that outlives it: ``--warehouse``, else the default one for a
-    mirror by name; None for a mirror by path (Spark's in-memory catalog is enough)."""
-    return warehouse if warehouse is not None or not by_name else DEFAULT_WAREHOUSE
 
 
 def _add_edge_flags(run: argparse.ArgumentParser) -> None:
@@ -223,17 +210,32 @@ def _add_edge_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _parser() -> argparse.ArgumentParser:
+    session = _session_flags()
+    parser = argparse.ArgumentParser(
+        prog="ticdc-ingest",
+        description="Mirror TiDB tables into Delta Lake from TiCDC change streams.",
+        parents=[session],
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    commands = parser.add_subparsers(dest="command", required=True)
+    # The order the usage line and the help list them in.
+    for add in (_add_run, _add_resync, _add_status, _add_as_of, _add_verify, _add_load, _add_demo):
+        add(commands, session)
+    return parser
+
+
 def _params(args: argparse.Namespace) -> dict[str, str]:
     """Config parameters from the flags given, on top of the TOML file if there is one."""
     edge = {"command", "verbose", "config", "progress", "table", "spark_remote", "warehouse"}
-    flags = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in edge and v is not None}
+    given = {k.replace("_", "-"): v for k, v in vars(args).items() if k not in edge and v is not None}
     if not args.config:
-        return flags
+        return given
     try:
         text = Path(args.config).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config: cannot read {args.config}: {exc}") from exc
-    return {**params_from_toml(text), **flags}
+    return {**params_from_toml(text), **given}
 
 
 def mirror_main() -> int:
@@ -260,10 +262,6 @@ def _backfill_arguments(arguments: list[str]) -> list[str]:
     return [mode, *rest]
 
 
-# Some tables stopped before a DDL the mirror does not apply; every other table was applied.
-STOPPED_EXIT_CODE = 3
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -278,31 +276,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("py4j", "sqlglot"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    remote: str | None = getattr(args, "spark_remote", None)
-    warehouse: str | None = getattr(args, "warehouse", None)
     try:
-        if args.command == "demo":
-            if args.catalog:
-                return _demo_catalog(args.input, remote, warehouse or DEFAULT_WAREHOUSE)
-            return _demo(Path(args.target_path), args.input, remote)
-        if args.command == "status":
-            return _status(_mirror(args), args.lag_chart, remote, warehouse)
-        if args.command == "as-of":
-            return _as_of(args, warehouse)
-        if args.command == "verify":
-            return _verify(args, warehouse)
-        if args.command == "load":
-            return _load(vars(args))
-        config = IngestConfig.from_params({**_params(args), **kafka_options})
-        warehouse = _catalog_warehouse(warehouse, config.by_name)
-        if args.command == "resync":
-            return _resync(config, args.table, remote, warehouse)
-        show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-        return _run(config, show_progress=show, remote=remote, warehouse=warehouse)
+        return _dispatch(args, kafka_options)
     except IngestError as exc:
         logger.error("%s", exc)
         print(f"error: {secrets.redact(str(exc))}", file=sys.stderr)
         return 2
+
+
+def _dispatch(args: argparse.Namespace, kafka_options: dict[str, str]) -> int:
+    """Hand the parsed flags to the command. Its module is imported only now: each imports pyspark, which
+    ``--help`` and a mistyped flag should not wait for."""
+    remote: str | None = getattr(args, "spark_remote", None)
+    warehouse: str | None = getattr(args, "warehouse", None)
+    if args.command == "demo":
+        from ingest.commands import demo
+
+        if args.catalog:
+            return demo.into_catalog(args.input, remote, warehouse or DEFAULT_WAREHOUSE)
+        return demo.into_path(Path(args.target_path), args.input, remote)
+    if args.command == "status":
+        located = flags.mirror(args)
+        from ingest.commands import status
+
+        return status.command(located, args.lag_chart, remote, warehouse)
+    if args.command == "as-of":
+        from ingest.commands import asof
+
+        return asof.command(args, warehouse)
+    if args.command == "verify":
+        from ingest.commands import verify
+
+        return verify.command(args, warehouse)
+    if args.command == "load":
+        return _load(args, remote, warehouse)
+    return _run_or_resync(args, kafka_options, remote, warehouse)
+
+
+def _load(args: argparse.Namespace, remote: str | None, warehouse: str | None) -> int:
+    """``load``: every flag but the session's is a setting of the load."""
+    session_keys = ("command", "verbose", "spark_remote", "warehouse")
+    config = LoadConfig.from_params(
+        {k: v for k, v in vars(args).items() if k not in session_keys and v is not None}
+    )
+    logger.info("config: %s", config)
+    from ingest.commands import load
+
+    return load.command(config, remote, warehouse)
+
+
+def _run_or_resync(
+    args: argparse.Namespace, kafka_options: dict[str, str], remote: str | None, warehouse: str | None
+) -> int:
+    """``run`` and ``resync`` take the same settings, from the flags and the ``--config`` file."""
+    config = IngestConfig.from_params({**_params(args), **kafka_options})
+    warehouse = flags.catalog_warehouse(warehouse, config.by_name)
+    if args.command == "resync":
+        from ingest.commands import resync
+
+        return resync.command(config, args.table, remote, warehouse)
+    from ingest.commands import run
+
+    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    logger.info("config: %s", config)
+    return run.command(config, show_progress=show, remote=remote, warehouse=warehouse)
 
 
 def _without_subcommand(arguments: list[str]) -> bool:
@@ -332,218 +369,6 @@ def _kafka_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
             value = next(items, "")
         options[key] = value
     return rest, options
-
-
-def _run(
-    config: IngestConfig, show_progress: bool = False, remote: str | None = None, warehouse: str | None = None
-) -> int:
-    from ingest.pipeline import BatchResult, run_files
-    from ingest.spark import get_session
-
-    logger.info("config: %s", config)
-    spark = get_session(remote=remote, catalog_warehouse=warehouse)
-    if config.source is SourceKind.KAFKA:
-        from ingest.commands.stream import run_kafka
-
-        results = run_kafka(spark, config)
-        print(f"{len(results)} batches")
-    else:
-
-        def progress_line(line: str) -> None:
-            print(line, file=sys.stderr, flush=True)
-
-        try:
-            results = [run_files(spark, config, progress_line if show_progress else None)]
-        except TablesStopped as exc:
-            assert isinstance(exc.result, BatchResult)
-            results = [exc.result]
-    for result in results:
-        print(result.describe())
-        for report in sorted(result.tables.values(), key=lambda r: str(r.table)):
-            print("  " + report.describe())
-    stopped = [r for r in results[-1].tables.values() if r.stopped] if results else []
-    if stopped:
-        for report in stopped:
-            print(f"error: {report.stopped}", file=sys.stderr)
-        return STOPPED_EXIT_CODE
-    return 0
-
-
-def _load(flags: dict[str, str | None]) -> int:
-    from ingest.commands.load import load_dumpling
-    from ingest.load_config import LoadConfig
-    from ingest.spark import get_session
-
-    session_keys = ("command", "verbose", "spark_remote", "warehouse")
-    params = {k: v for k, v in flags.items() if k not in session_keys and v is not None}
-    config = LoadConfig.from_params(params)
-    logger.info("config: %s", config)
-    warehouse = _catalog_warehouse(flags.get("warehouse"), config.target_catalog is not None)
-    result = load_dumpling(get_session(remote=flags.get("spark_remote"), catalog_warehouse=warehouse), config)
-    print(result.describe())
-    for table in result.tables:
-        print("  " + table.describe())
-    return 0
-
-
-def _resync(
-    config: IngestConfig, table_name: str, remote: str | None = None, warehouse: str | None = None
-) -> int:
-    from ingest.commands.resync import resync_table
-    from ingest.spark import get_session
-
-    schema, dot, table = table_name.partition(".")
-    if not dot or not schema or not table:
-        raise ConfigError(f"table: expected database.table, got {table_name!r}")
-    result = resync_table(
-        get_session(remote=remote, catalog_warehouse=warehouse), config, TableId(schema, table)
-    )
-    print(result.describe())
-    return 0
-
-
-def _status(
-    config: IngestConfig,
-    lag_chart: str | None = None,
-    remote: str | None = None,
-    warehouse: str | None = None,
-) -> int:
-    from ingest.commands import status
-    from ingest.lake import delta_log
-    from ingest.spark import get_session
-
-    warehouse = _catalog_warehouse(warehouse, config.by_name)
-    try:
-        # No JVM for a mirror on this machine: the answer is in its Delta logs.
-        committed, tables = status.collect_local(config)
-    except delta_log.Unreadable as why:
-        logging.getLogger(__name__).info("status: reading the mirror through Spark (%s)", why)
-        committed, tables = status.collect(get_session(remote=remote, catalog_warehouse=warehouse), config)
-    print(status.render(committed, tables))
-    if lag_chart:
-        spark = get_session(remote=remote, catalog_warehouse=warehouse)
-        lines = status.plot_lag_chart(status.lag_history(spark, config), lag_chart)
-        print(f"lag chart: {lines} lines (G and tables) drawn into {lag_chart}")
-    return 0
-
-
-def _as_of(args: argparse.Namespace, warehouse: str | None = None) -> int:
-    from ingest.commands import asof
-    from ingest.lake import delta_log
-    from ingest.spark import get_session
-
-    tso = asof.parse_moment(args.tso, args.time)
-    tables = asof.parse_tables(args.tables)
-    mirror = _mirror(args)
-    try:
-        # No JVM for a mirror on this machine: the answer is in its Delta logs.
-        answer = asof.resolve_local(mirror, tso, tables)
-    except delta_log.Unreadable as why:
-        logging.getLogger(__name__).info("as-of: reading the mirror through Spark (%s)", why)
-        warehouse = _catalog_warehouse(warehouse, mirror.by_name)
-        spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
-        answer = asof.resolve(spark, mirror, tso, tables)
-    if args.sql:
-        print(f"-- as of TSO {tso}: run {answer.run_id}, G = {answer.g} ({answer.g_time.isoformat()})")
-        for table in answer.tables:
-            print(table.sql() + ";")
-    else:
-        print(answer.describe())
-    return 0
-
-
-def _verify(args: argparse.Namespace, warehouse: str | None = None) -> int:
-    from ingest.commands import asof, verify
-    from ingest.load_config import LoadConfig
-    from ingest.spark import get_session
-
-    other = args.other_target_path or args.other_target_catalog
-    if (args.snapshot is None) == (other is None):
-        raise ConfigError(
-            "verify: compare with one of --snapshot (a Dumpling export) or another mirror "
-            "(--other-target-path or --other-target-catalog)"
-        )
-    limits = verify.Limits(max_keys=args.max_keys, chunk_rows=args.chunk_rows)
-    tables = asof.parse_tables(args.tables)
-    mirror = _mirror(args)
-    warehouse = _catalog_warehouse(warehouse, mirror.by_name or bool(args.other_target_catalog))
-    spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
-    if args.snapshot is not None:
-        if args.tso is not None:
-            raise ConfigError(
-                "tso: with --snapshot the TSO is the export's own (its metadata); leave --tso out"
-            )
-        flags = {
-            "input": args.snapshot, **_mirror_flags(args),
-            "timezone": args.timezone, "csv-separator": args.csv_separator,
-            "csv-delimiter": args.csv_delimiter, "csv-null-value": args.csv_null_value,
-            "csv-line-terminator": args.csv_line_terminator, "no-header": args.no_header,
-        }  # fmt: skip
-        config = LoadConfig.from_params({k: v for k, v in flags.items() if v is not None})
-        report = verify.verify_snapshot(spark, config, tables, limits)
-    else:
-        report = verify.verify_mirrors(
-            spark,
-            mirror,
-            _mirror(args, "other-"),
-            tso=None if args.tso is None else asof.parse_moment(args.tso, None),
-            tables=tables,
-            limits=limits,
-        )
-    print(report.render())
-    return 0 if report.matches else 1
-
-
-def _demo(target: Path, input_dir: str | None, remote: str | None = None) -> int:
-    from ingest.spark import get_session
-
-    config = IngestConfig.from_params(
-        {"input": str(_sample(input_dir)), "target-path": str(target.resolve())}
-    )
-    _demo_run(get_session(remote=remote), config, f"{target}/")
-    print(
-        "Rows above G stay pending until every partition's watermark passes them. Run again to see that "
-        f"nothing is applied twice, or: ticdc-ingest status --target-path {target}"
-    )
-    return 0
-
-
-def _demo_catalog(input_dir: str | None, remote: str | None, warehouse: str) -> int:
-    from ingest.spark import get_session
-
-    config = IngestConfig.from_params({"input": str(_sample(input_dir)), "target-catalog": "spark_catalog"})
-    spark = get_session(remote=remote, catalog_warehouse=None if remote else warehouse)
-    result = _demo_run(spark, config, "catalog spark_catalog")
-    where = "the Connect server's catalog" if remote else f"--warehouse {warehouse}"
-    first = min(result.tables, default=None)
-    status = "ticdc-ingest status --target-catalog spark_catalog" + ("" if remote else f" {where}")
-    print(
-        f"Each table is a managed catalog table; a Spark session of {where} reads it by name, e.g. "
-        f"SELECT * FROM spark_catalog.{first or 'db.table'}. The mirror's own state is in "
-        f"spark_catalog.ticdc_ingest. Status: {status}"
-    )
-    return 0
-
-
-def _sample(input_dir: str | None) -> Path:
-    return Path(input_dir) if input_dir else Path(str(package_files("ingest") / BUNDLED_SAMPLE))
-
-
-def _demo_run(spark: SparkSession, config: IngestConfig, into: str) -> BatchResult:
-    from ingest.lake import delta_io
-    from ingest.pipeline import run_files
-
-    sample = config.input_path
-    result = run_files(spark, config)
-    print()
-    print(f"Mirrored {sample} into {into} ({result.describe()})")
-    print(f"{'table':<22} {'rows':>5} {'applied TSO':>20}  {'applied at (UTC)':<26} {'pending':>7}")
-    for table, report in sorted(result.tables.items()):
-        location = config.mirror.address(table)
-        rows = delta_io.read(spark, location).count()
-        when = tso_to_datetime(report.applied_ts).isoformat() if report.applied_ts else "-"
-        print(f"{table!s:<22} {rows:>5} {report.applied_ts:>20}  {when:<26} {report.pending:>7}")
-    return result
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import normalize, slot
+from ingest.commands.flags import catalog_warehouse
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.lake import delta_io
 from ingest.load_config import LoadConfig
@@ -29,7 +30,7 @@ from ingest.model import BAD_COLUMN, Op, TableId, TableState, tso_to_datetime
 from ingest.mysql import dumpling as dd
 from ingest.plan import partitions
 from ingest.source import dumpling as source
-from ingest.spark import cached
+from ingest.spark import cached, get_session
 from ingest.state import progress, quarantine, table_state
 from ingest.state.table_state import committing, state_to_metadata
 
@@ -71,6 +72,16 @@ class LoadResult:
             f"{self.snapshot_ts} ({tso_to_datetime(self.snapshot_ts).isoformat()}), {self.seconds:.1f}s; "
             "the stream continues from there"
         )
+
+
+def command(config: LoadConfig, remote: str | None = None, warehouse: str | None = None) -> int:
+    """``load``: the initial load, then what it did per table."""
+    warehouse = catalog_warehouse(warehouse, config.target_catalog is not None)
+    result = load_dumpling(get_session(remote=remote, catalog_warehouse=warehouse), config)
+    print(result.describe())
+    for table in result.tables:
+        print("  " + table.describe())
+    return 0
 
 
 def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
