@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import normalize, slot
+from ingest.apply.table import table_exists, table_info
 from ingest.commands.flags import catalog_warehouse
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.lake import delta_io
@@ -218,7 +219,7 @@ def _load_table(
             "changes",
             tid,
         )
-    exists = apply_schema.table_exists(spark, path)
+    exists = table_exists(spark, path)
     apply_schema.create_table(
         spark,
         path,
@@ -258,7 +259,7 @@ def _load_rows(
     changes: DataFrame | None = None
     try:
         # The table's own schema, as the stream reads it: column comments carry the TiDB types (ENUM members).
-        info = apply_schema.table_info(spark, path)
+        info = table_info(spark, path)
         columns = info.schema.fieldNames()
         held = [c.name for c in source.data_columns(table)]  # the values the export's lines hold
         changes = cached(
