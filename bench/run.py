@@ -40,6 +40,7 @@ import ingest.pipeline.segments
 from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import RANK_COLUMN, apply_merge, slot
+from ingest.apply.table import AUTO_COMPACT
 from ingest.config import IngestConfig
 from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
@@ -1245,7 +1246,7 @@ class Bench:
         path = self.dir(f"small-files-{compaction}") / "t"
         self._mirror_table(path, definition)
         if not compaction:
-            delta_io.set_properties(self.spark, str(path), {apply_schema.AUTO_COMPACT: "false"})
+            delta_io.set_properties(self.spark, str(path), {AUTO_COMPACT: "false"})
         first = size * 10
         self._write(preloaded_rows(self.spark, definition, first, 1), str(path))
         next_key, seconds = first, 0.0
@@ -1562,7 +1563,7 @@ TRIED = """\
   at a DDL of that table.
 - **Deletion vectors.** On for every mirrored table (`delta.enableDeletionVectors`): a MERGE that
   updates or deletes a few rows of a file writes a small deletion vector instead of rewriting the file.
-- **Compaction (`ingest/apply/schema.py`).** A MERGE every 10 s writes at least one file per commit and
+- **Compaction (`ingest/apply/table.py`).** A MERGE every 10 s writes at least one file per commit and
   a deletion vector per file it touches. Every mirrored table is now created with Delta's auto compaction
   (`delta.autoOptimize.autoCompact`), measured in Small files with it on and off. Chosen over an OPTIMIZE
   of our own every N batches: Delta decides from the table's small files, the compaction commit carries
