@@ -253,7 +253,9 @@ def _apply_table(
     if latest is None:
         return _merge_read(spark, config, table, read, dml, run_id, report, second_pass, None)
     state = table.state
-    for segment in plan_avro.segments(read.uses, lambda a, b: _retyped(book, a, b)):
+    for segment in plan_avro.segments(
+        read.uses, lambda a, b: plan_avro.retyped(book.schemas[a][0], book.schemas[b][0])
+    ):
         if segment.through_ts is not None and segment.through_ts <= state.applied_ts:
             continue  # merged before: by a first pass, or by a run that stopped after it
         step = replace(table, state=state)
@@ -265,14 +267,6 @@ def _apply_table(
         if report.held_through is not None:
             break
     return report, state
-
-
-def _retyped(book: ta.SchemaBook, older: int, newer: int) -> bool:
-    """Whether a column both writer schemas hold has another type in the newer one."""
-    before = {c.column.name: c.column.type for c in book.schemas[older][0].columns}
-    return any(
-        before.get(c.column.name, c.column.type) != c.column.type for c in book.schemas[newer][0].columns
-    )
 
 
 def _follow(
