@@ -86,9 +86,10 @@ def test_every_table_stopped_in_a_parallel_batch_is_reported_and_the_rest_goes_o
     s.watermark(s.tso(3))
     s.write(tmp_path / "first")
     lake = tmp_path / "lake"
-    params = {"target-path": str(lake), "table-parallelism": "3"}
+    # type-change fail: a change Delta cannot widen stops each of the first two tables
+    params = {"target-path": str(lake), "table-parallelism": "3", "type-change": "fail"}
     run_files(spark, IngestConfig.from_params({"input": str(tmp_path / "first"), **params}))
-    for table in TABLES[:2]:  # a change Delta cannot widen stops each of these two tables
+    for table in TABLES[:2]:
         sql = f"ALTER TABLE `{table.table}` MODIFY COLUMN `qty` varchar(5) DEFAULT NULL"
         s.ddl(table.schema, table.table, sql, s.tso(4), "ALTER")
     s.insert(TABLES[2], {"id": 2, "qty": 2}, s.tso(5))
