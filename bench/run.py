@@ -3,7 +3,7 @@
 Everything is measured through the product's own code paths on ``local[2]``: decode is each protocol's
 decoder in ``ingest.source.decoding``, apply is ``ingest.pipeline.run_files`` (read, decode, order, plan,
 MERGE, progress). Streams come from ``testkit.workload``. Sizes come from environment variables
-(see ``Sizes``); ``--smoke`` makes every size tiny, for the test that checks the report's shape.
+(see ``bench.sizes.Sizes``); ``--smoke`` makes every size tiny, for the test that checks the report's shape.
 """
 
 from __future__ import annotations
@@ -13,21 +13,18 @@ import gc
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +34,27 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import ingest.pipeline.segments
+from bench.machine import SPARK_THREADS, MemorySampler, machine, spark_cpu_seconds
+from bench.sizes import Sizes
+from bench.targets import (
+    APPEND_MISSED,
+    DECODE_MISSED,
+    FROM_JSON_MISSED,
+    INGESTER_MISSED,
+    JOBS_MISSED,
+    SCALING_MISSED,
+    TABLES_MISSED,
+    TARGET_APPEND,
+    TARGET_BARE_MERGE,
+    TARGET_DECODE,
+    TARGET_FROM_JSON,
+    TARGET_IDLE_TABLES,
+    TARGET_INGESTER,
+    TARGET_JOBS_PER_TABLE,
+    TARGET_SCALING,
+    TARGET_TABLES_MANY,
+    TARGET_TABLES_SOME,
+)
 from ingest.apply import convert
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import RANK_COLUMN, apply_merge, slot
@@ -64,7 +82,7 @@ from ingest.source.decoding import (
     envelope,
     prepare_payload,
 )
-from ingest.spark import DELTA_JAR_VERSION, local_session
+from ingest.spark import local_session
 from ingest.state.progress import commit_progress, load_progress
 from ingest.state.table_state import COMMIT_TS_COLUMN, state_to_metadata
 from testkit.workload import (
@@ -83,18 +101,7 @@ from testkit.workload import (
 
 logger = logging.getLogger("bench")
 
-SPARK_THREADS = 2  # local[2]
-TARGET_DECODE = 0.5
-TARGET_APPEND = 0.5
-TARGET_SCALING = 1.5
 DEFAULT_PARALLELISM = IngestConfig.table_parallelism  # `table-parallelism` when not given
-TARGET_TABLES_MANY = 3.0
-TARGET_TABLES_SOME = 1.5
-TARGET_JOBS_PER_TABLE = 8.0
-TARGET_BARE_MERGE = 1.0
-TARGET_IDLE_TABLES = 1.2
-TARGET_FROM_JSON = 0.85
-TARGET_INGESTER = 0.5
 
 SECTIONS = (
     "## Machine",
@@ -110,200 +117,6 @@ SECTIONS = (
     "## Targets",
     "## What was tried",
 )
-
-
-def _env_int(name: str, default: int) -> int:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        return int(text.replace("_", ""))
-    except ValueError as exc:
-        raise SystemExit(f"{name}: {text!r} is not an integer") from exc
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """How big each measurement is. Every field can be set by the environment variable named beside it."""
-
-    decode_events: int = 200_000  # BENCH_DECODE_EVENTS
-    apply_events: int = 50_000  # BENCH_APPLY_EVENTS: DML events of the measured batch, per mix
-    large_batch: int = 500_000  # BENCH_LARGE_BATCH: one more insert-only batch, 10x the size
-    preload_rows: int = 100_000  # BENCH_PRELOAD_ROWS: rows in the table before the measured batch
-    scale_small: int = 1_000_000  # BENCH_SCALE_SMALL
-    scale_large: int = 10_000_000  # BENCH_SCALE_LARGE
-    scale_changes: int = 100_000  # BENCH_SCALE_CHANGES
-    width: int = 8  # BENCH_WIDTH: columns per row, key included
-    partitions: int = 2  # BENCH_PARTITIONS
-    repeats: int = 2  # BENCH_REPEATS: decode timings take the best of this many
-    rows_per_file: int = 500_000  # BENCH_ROWS_PER_FILE: file size of the tables built by Spark
-    # BENCH_MIXES: the apply runs, as mix:keys pairs
-    mixes: str = "insert-only:uniform,update-heavy:uniform,delete-heavy:uniform"
-    tables_events: int = 20_000  # BENCH_TABLES_EVENTS: update-heavy events of the many-tables batch
-    tables_rows: int = 20_000  # BENCH_TABLES_ROWS: rows before that batch, spread over the tables
-    tables_some: int = 10  # BENCH_TABLES_SOME
-    tables_many: int = 100  # BENCH_TABLES_MANY
-    # BENCH_TABLES_ALL: tables in the mirror of the batch that touches only ``tables_many`` of them
-    tables_all: int = 1_000
-    small_batches: int = 1_000  # BENCH_SMALL_BATCHES: small MERGEs into one table, compaction on
-    # BENCH_SMALL_BATCHES_OFF: the same with compaction off. Fewer: without compaction every batch adds a
-    # file, so the count is known to grow with the batches; the run compares both arms at this count
-    small_batches_off: int = 200
-    small_batch_rows: int = 100  # BENCH_SMALL_BATCH_ROWS: rows of each, half updates, half inserts
-
-    @classmethod
-    def from_env(cls, *, smoke: bool = False) -> Sizes:
-        base = cls.smoke() if smoke else cls()
-        values: dict[str, Any] = {}
-        for name in cls.__dataclass_fields__:
-            default = getattr(base, name)
-            env = f"BENCH_{name.upper()}"
-            values[name] = (
-                _env_int(env, default) if isinstance(default, int) else os.environ.get(env, default)
-            )
-        return cls(**values)
-
-    @classmethod
-    def smoke(cls) -> Sizes:
-        return cls(
-            decode_events=2_000,
-            apply_events=300,
-            large_batch=0,  # the same code path as the first insert-only run; the smoke test stays short
-            preload_rows=200,
-            scale_small=1_000,
-            scale_large=3_000,
-            scale_changes=200,
-            repeats=1,
-            rows_per_file=500,
-            mixes="insert-only:uniform,update-heavy:zipf",
-            tables_events=200,
-            tables_rows=60,
-            tables_some=2,  # as many as tables_many: at smoke sizes one run serves both
-            tables_many=2,
-            tables_all=5,  # three tables the batch does not touch, as before
-            small_batches=3,
-            small_batches_off=2,
-            small_batch_rows=10,
-        )
-
-
-# -- machine and memory ----------------------------------------------------------------------------------
-
-
-def _meminfo_gib() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) / 1024 / 1024
-    return float("nan")
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def _java_version() -> str:
-    try:
-        done = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-    return (done.stderr or done.stdout).splitlines()[0].strip() if (done.stderr or done.stdout) else "unknown"
-
-
-def machine(spark: SparkSession) -> list[tuple[str, str]]:
-    return [
-        ("CPU", _cpu_model()),
-        ("Cores", str(os.cpu_count())),
-        ("RAM", f"{_meminfo_gib():.1f} GiB"),
-        ("OS", f"{platform.system()} {platform.release()}"),
-        ("Python", platform.python_version()),
-        ("Java", _java_version()),
-        ("Spark", f"{spark.version} (local[{SPARK_THREADS}])"),
-        ("Delta", f"delta-spark {metadata.version('delta-spark')} (jar {DELTA_JAR_VERSION})"),
-        ("orjson", metadata.version("orjson")),
-        ("Load average at start (1/5/15 min)", " / ".join(f"{x:.1f}" for x in os.getloadavg())),
-    ]
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(parent, []).append(int(entry.name))
-    return tree
-
-
-def _rss_bytes(pid: int, field: str = "VmRSS:", source: str = "status") -> int:
-    try:
-        for line in Path(f"/proc/{pid}/{source}").read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _pss_bytes(pid: int) -> int:
-    # Workers are forked from one daemon and share its pages: RSS would count those once per worker.
-    return _rss_bytes(pid, "Pss:", "smaps_rollup")
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-class MemorySampler:
-    """Samples the RSS of this process's JVM (the Spark driver) and of its Python workers."""
-
-    def __init__(self, interval: float = 0.2) -> None:
-        self.interval = interval
-        self.peak_driver = 0
-        self.peak_workers = 0
-        self.peak_worker_count = 0
-        self.peak_self = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def sample(self) -> None:
-        tree = _children()
-        me = os.getpid()
-        self.peak_self = max(self.peak_self, _rss_bytes(me))
-        for pid in tree.get(me, []):
-            if "java" not in _cmdline(pid).split(" ", 1)[0]:
-                continue
-            self.peak_driver = max(self.peak_driver, _rss_bytes(pid))
-            workers: list[int] = []
-            stack = list(tree.get(pid, []))
-            while stack:
-                child = stack.pop()
-                stack.extend(tree.get(child, []))
-                if "python" in _cmdline(child):
-                    workers.append(child)
-            self.peak_workers = max(self.peak_workers, sum(_pss_bytes(w) for w in workers))
-            self.peak_worker_count = max(self.peak_worker_count, len(workers))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -520,30 +333,6 @@ def _parse_limit(parse: Callable[[], None], repeats: int) -> tuple[float, float]
     return min(walls), min(cpus)
 
 
-def _process_cpu_seconds(pid: int) -> float:
-    """CPU time of a process and of its children already reaped (so a worker that exits still counts)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def _spark_cpu_seconds() -> float:
-    """CPU seconds used so far by this process's JVM and everything under it (the Python workers)."""
-    tree = _children()
-    total = 0.0
-    for pid in tree.get(os.getpid(), []):
-        if "java" not in _cmdline(pid).split(" ", 1)[0]:
-            continue
-        stack = [pid]
-        while stack:
-            current = stack.pop()
-            total += _process_cpu_seconds(current)
-            stack.extend(tree.get(current, []))
-    return total
-
-
 # -- the measurements ------------------------------------------------------------------------------------
 
 
@@ -648,7 +437,7 @@ class Bench:
             f"Canal-JSON decode ≥ {TARGET_DECODE}x the orjson parse limit (CPU)",
             ratio,
             ratio >= TARGET_DECODE,
-            _DECODE_MISSED,
+            DECODE_MISSED,
         )
         parser_floor = canal.cpu_rate / canal.parse_cpu_rate
         self.results["decode_vs_from_json"] = parser_floor
@@ -656,7 +445,7 @@ class Bench:
             f"Canal-JSON decode ≥ {TARGET_FROM_JSON}x Spark's `from_json` of the envelope alone (CPU)",
             parser_floor,
             parser_floor >= TARGET_FROM_JSON,
-            _FROM_JSON_MISSED,
+            FROM_JSON_MISSED,
         )
 
     def _decode_one(self, protocol: str, n: int) -> DecodeResult:
@@ -724,9 +513,9 @@ class Bench:
         self._time_noop(frame)
         walls, cpus = [], []
         for _ in range(self.sizes.repeats):
-            before = _spark_cpu_seconds()
+            before = spark_cpu_seconds()
             walls.append(self._time_noop(frame))
-            cpus.append(_spark_cpu_seconds() - before)
+            cpus.append(spark_cpu_seconds() - before)
         return min(walls), min(cpus)
 
     def _time_noop(self, frame: DataFrame) -> float:
@@ -857,7 +646,7 @@ class Bench:
                 f"insert-only apply ≥ {TARGET_APPEND}x a plain append",
                 ratio,
                 ratio >= TARGET_APPEND,
-                _APPEND_MISSED,
+                APPEND_MISSED,
             )
         row = (
             f"| {label} | {n:,} | {final_rows:,} | {ours:.1f} s | {_fmt_rate(_rate(n, ours))} | {jobs} | "
@@ -972,7 +761,7 @@ class Bench:
             f"insert-only apply ≥ {TARGET_INGESTER}x an append-only ingester (its time ÷ ours)",
             ratio,
             ratio >= TARGET_INGESTER,
-            _INGESTER_MISSED,
+            INGESTER_MISSED,
         )
 
     def ingester(self) -> None:
@@ -1041,26 +830,26 @@ class Bench:
             f"the batch over {many} tables ≤ {TARGET_TABLES_MANY}x the time over 1 table",
             ratio_many,
             ratio_many <= TARGET_TABLES_MANY,
-            _TABLES_MISSED,
+            TABLES_MISSED,
         )
         self.target(
             f"the batch over {some} tables ≤ {TARGET_TABLES_SOME}x the time over 1 table",
             ratio_some,
             ratio_some <= TARGET_TABLES_SOME,
-            _TABLES_MISSED,
+            TABLES_MISSED,
         )
         self.target(
             f"Spark jobs per extra table touched ({per_table_jobs:.1f}) ≤ {TARGET_JOBS_PER_TABLE:.0f}, as a "
             f"share of {TARGET_JOBS_PER_TABLE:.0f}",
             per_table_jobs / TARGET_JOBS_PER_TABLE,
             per_table_jobs <= TARGET_JOBS_PER_TABLE,
-            _JOBS_MISSED,
+            JOBS_MISSED,
         )
         self.target(
             f"cost per extra table ≤ {TARGET_BARE_MERGE}x a bare one-row MERGE INTO of such a table",
             per_table / bare,
             per_table / bare <= TARGET_BARE_MERGE,
-            _TABLES_MISSED,
+            TABLES_MISSED,
         )
         self.target(
             f"a batch touching {many} of {every:,} tables ≤ {TARGET_IDLE_TABLES}x the same batch in a "
@@ -1368,7 +1157,7 @@ class Bench:
             f"apply into {large:,} rows ≤ {TARGET_SCALING}x the time into {small:,} rows",
             ratio,
             ratio <= TARGET_SCALING,
-            _SCALING_MISSED,
+            SCALING_MISSED,
         )
         self.out(
             "## MERGE scaling",
@@ -1464,52 +1253,6 @@ def _short_reason(text: str) -> str:
     text = text.replace("|", "/")
     return text if len(text) <= 600 else text[:597] + "..."
 
-
-_DECODE_MISSED = (
-    "Spark's `from_json` alone (Jackson into UnsafeRows holding string maps, no classification and no "
-    "output columns) parses at about a third of orjson's rate per CPU-second, see the line under the "
-    "decode table, and only reading the values out of the cached input and casting them to strings costs "
-    "a large share of that; so nothing built on `from_json` can reach 0.5x. `parse_json` (VARIANT) parses "
-    "no faster, and extracting the fields from it is three times slower (see What was tried). A decoder "
-    "parsing with orjson in a scalar Arrow UDF and evaluating the codec's rules in Python (tried, not kept; "
-    "see What was tried) measured about twice the CPU of this one"
-)
-_FROM_JSON_MISSED = (
-    "beyond parsing, the decode classifies every record (DML, DDL, watermark, bootstrap, garbage), checks "
-    "its fields against the protocol's rules and builds the typed output columns (positions, row images "
-    "as maps, the quarantine reason); `from_json` alone does none of that. A decode in a scalar Arrow UDF "
-    "with orjson measured about twice the CPU of this one (see What was tried)"
-)
-_APPEND_MISSED = (
-    "the append writes typed rows already in memory; our batch first reads the captured records (JSON "
-    "lines, base64 values), parses each TiCDC message, caches the decoded batch, converts every value "
-    "from its wire text, ranks the changes per key, and MERGEs them (a join with the target, then the "
-    "write), around a dozen fixed jobs for progress, table state and control events. Most of that grows "
-    "with the batch: the larger insert-only batch in the apply table has about the same ratio, so batch "
-    "size does not close the gap (see What was tried for the profile)"
-)
-_INGESTER_MISSED = (
-    "the ingester reads, parses, types and appends; our batch also decodes every field of the envelope "
-    "and classifies each record, ranks the changes per key, MERGEs (a join with the target, then the "
-    "write), and pays the fixed jobs of progress, table state and control events"
-)
-_TABLES_MISSED = (
-    "the MERGE commands: up to `table-parallelism` tables (4) are applied at once, each in a Spark session "
-    "of its own, so their MERGEs run at the same time, but on this machine's cores they share the CPU. "
-    "A small MERGE costs about 1.5 s whatever its rows, most of it Delta planning on the driver, and 10 of "
-    "a table's 12 Spark jobs (see the job list); 100 tables at 3x the 1-table time would leave about 0.2 s "
-    "each"
-)
-_JOBS_MISSED = (
-    "Delta's MERGE starts most of them (see the job list): rebuilding the file list of the table's "
-    "snapshot, finding the files the source touches, copying the source first, writing, and a job for each "
-    "stage of its adaptive plan; one more reads the table's newest commits for its state, one aggregates "
-    "its changes. Adaptive execution off for the MERGE gets under 8, and every measured arm was slower "
-    "with it (see What was tried)"
-)
-_SCALING_MISSED = (
-    "MERGE still reads the files whose key range overlaps the batch; see Files read and the table above"
-)
 
 TRIED = """\
 - **Fewer Spark jobs per batch (`ingest/pipeline.py`, `ingest/buffer.py`, `ingest/progress.py`).**
