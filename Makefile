@@ -72,7 +72,7 @@ connect-up: jars ## start a local Spark Connect server (Delta, Kafka; 127.0.0.1,
 connect-down: $(STAMP) ## stop the local Spark Connect server
 	$(BIN)/python -m testkit.local_services connect-down
 
-bench: jars ## run the benchmark suite (sizes: BENCH_* variables, see bench/run.py) and write BENCHMARKS.md and bench/results.json
+bench: jars ## run the benchmark suite (sizes: BENCH_* variables, see bench/sizes.py) and write BENCHMARKS.md and bench/results.json
 	$(BIN)/python -m bench.run --output BENCHMARKS.md --results bench/results.json
 
 lint: $(STAMP) ## ruff and mypy

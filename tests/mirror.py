@@ -12,7 +12,7 @@ import orjson
 from pyspark.sql import SparkSession
 from ticdc_fixture import differences, expected_gone, expected_tables
 
-from ingest.apply import schema as apply_schema
+from ingest.apply.table import table_exists, table_info
 from ingest.config import IngestConfig
 from ingest.lake import delta_io
 from ingest.lake.mirror import Mirror
@@ -79,7 +79,7 @@ def expected_rows(stream: Stream, table: TableId, ts: int) -> dict[tuple[Any, ..
 def corpus_rows(spark: SparkSession, config: IngestConfig, name: str) -> list[dict] | None:
     """The rows of the mirrored table ``database.table``, upstream's columns only (None: no table there)."""
     path = config.mirror.address(TableId(*name.split(".")))
-    if not apply_schema.table_exists(spark, path):
+    if not table_exists(spark, path):
         return None
     return upstream_rows(spark, path)
 
@@ -109,9 +109,9 @@ def corpus_problems(
         return problems
     for name in expected_gone(corpus):
         path = config.mirror.address(TableId(*name.split(".")))
-        if not apply_schema.table_exists(spark, path):
+        if not table_exists(spark, path):
             continue
-        if not apply_schema.table_info(spark, path).retired:
+        if not table_info(spark, path).retired:
             problems[name] = ["gone upstream, live in the mirror"]
         elif name.startswith("app.v"):
             problems[name] = ["a view, yet a table in the lake"]

@@ -1,33 +1,48 @@
-"""Schema changes -> Delta: create tables, add columns (with back-fill), truncate. I/O.
+"""Schema changes -> Delta, as ALTER TABLE makes them: create and copy tables, add (with back-fill), drop and
+rename columns, change types and keys, truncate, partitions. I/O.
 
 Every step ends with a commit that carries the table's new state, even when the change itself touched no
 rows (an UPDATE or DELETE on an empty table makes no commit): a DDL must never be half-recorded.
+
+A change that rewrites every row is in :mod:`ingest.apply.rewrite`; what a mirrored table is made of (its
+Delta features and properties, and ``TableInfo``) in :mod:`ingest.apply.table`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from decimal import Decimal
 
 import orjson
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ingest.apply import convert, generated, retype
+from ingest.apply import convert, retype
+from ingest.apply.rewrite import add_generated, rewrite_column
+from ingest.apply.table import (
+    AUTO_COMPACT,
+    COLUMN_MAPPING,
+    TABLE_PROPERTIES,
+    TYPE_WIDENING,
+    TableInfo,
+    enable_features,
+    features_for_type,
+    needs_column_mapping,
+    table_exists,
+    table_info,
+)
 from ingest.lake import delta_io, sql_text
 from ingest.lake.delta_io import prepare_to_create, quote
 from ingest.lake.sql_text import sql_literal, sql_string
-from ingest.model import ColumnType, TableId, TableSchema
+from ingest.model import TableId, TableSchema
 from ingest.plan import partitions
 from ingest.plan import schema as plan
 from ingest.plan.keys import UniqueKeys
 from ingest.plan.partitions import Partitioning, PartitionRows
 from ingest.state.table_state import (
-    COMMIT_TS_COLUMN,
     NOT_RETIRED,
     PROPERTY_APPLIED_TS,
     PROPERTY_COMMIT_TS_COLUMN,
@@ -37,67 +52,12 @@ from ingest.state.table_state import (
     PROPERTY_RETIRED,
     PROPERTY_SOURCE_TABLE,
     PROPERTY_UNIQUE_KEYS,
-    commit_ts_column,
     committing,
     free_commit_ts_column,
     session_confs,
 )
 
 logger = logging.getLogger(__name__)
-
-# Every mirrored table has deletion vectors: a MERGE that touches a few rows of a file marks them instead of
-# rewriting the file. Every other Delta feature is turned on only by the first DDL that needs it, so a
-# table that never needed one stays readable by readers that lack it (delta-rs and the Polars and DuckDB
-# readers built on it read column mapping and deletion vectors, but not type widening).
-# Auto compaction (OSS Delta since 3.1; the same property on Databricks): after a commit that leaves small
-# files to combine (spark.databricks.delta.autoCompact.* tune when), Delta compacts them in a second commit
-# of the same write. Without it a MERGE every few seconds leaves tens of thousands of small files and deletion
-# vectors a day. That commit is made while the write's session confs are still set, so it carries the
-# write's userMetadata (the same A_T: compaction changes no row) and the newest of our commits is still
-# found within HISTORY_DEPTH; tests/integration/spark/test_compaction.py holds this.
-AUTO_COMPACT = "delta.autoOptimize.autoCompact"
-# A mirrored table commits at least once per batch that touches it (a DDL: two to five times), and Delta
-# checkpoints every 10 commits by default: a Spark job that rewrites the table's whole file list, 1.5 s on a
-# small table and more the more files it has. Every 100 commits instead; a reader then replays at most 99
-# small JSON commits after the newest checkpoint.
-CHECKPOINT_INTERVAL = ("delta.checkpointInterval", "100")
-TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true", CHECKPOINT_INTERVAL[0]: CHECKPOINT_INTERVAL[1]}
-# DROP and RENAME COLUMN, and column names Delta cannot store as they are (spaces, commas, ...).
-COLUMN_MAPPING = ("delta.columnMapping.mode", "name")
-# MODIFY COLUMN to a wider type (INT -> BIGINT, DECIMAL widening, DATE -> DATETIME) without a rewrite.
-TYPE_WIDENING = ("delta.enableTypeWidening", "true")
-# DATETIME columns (TIMESTAMP_NTZ): Delta turns it on by itself only when a table is created with one.
-TIMESTAMP_NTZ = ("delta.feature.timestampNtz", "supported")
-# Characters Delta refuses in a column name unless the table maps column names.
-_UNMAPPED_NAME_CHARS = set(" ,;{}()\n\t=")
-
-
-def table_exists(spark: SparkSession, path: str) -> bool:
-    return delta_io.is_delta_table(spark, path)
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    """A mirrored Delta table as the planner needs it: upstream columns, merge key, and whether retired."""
-
-    schema: T.StructType
-    key: tuple[str, ...]
-    retired: bool
-    partitioning: Partitioning | None = None  # None: never recorded
-    compacts: bool = False  # auto compaction on
-    unique_keys: UniqueKeys | None = None  # None: never recorded
-    commit_ts_column: str = COMMIT_TS_COLUMN  # our column: the commit TSO of the change that wrote the row
-    generated: Mapping[str, str] = dataclasses.field(default_factory=dict)  # VIRTUAL column -> expression
-
-    @property
-    def columns(self) -> list[str]:
-        return self.schema.fieldNames()
-
-    @property
-    def column_types(self) -> dict[str, ColumnType] | None:
-        """The upstream type of every column, from the columns' comments; None if any is not readable."""
-        types = {f.name: convert.column_type_of(f) for f in self.schema.fields}
-        return None if any(t is None for t in types.values()) else {k: v for k, v in types.items() if v}
 
 
 def create_table(
@@ -175,41 +135,6 @@ def _make_way(spark: SparkSession, path: str, info: TableInfo, name: str) -> Non
     logger.info("%s: our commit-TSO column is now %s, as upstream names a column %s", path, moved, name)
 
 
-def needs_column_mapping(names: Iterable[str]) -> bool:
-    """Whether a column name has a character Delta stores only in a table that maps column names."""
-    return any(_UNMAPPED_NAME_CHARS & set(name) for name in names)
-
-
-def _enabled_features(spark: SparkSession, path: str) -> set[tuple[str, str]]:
-    """Which of the on-demand features (:data:`COLUMN_MAPPING`, ...) the table has: one metadata read."""
-    properties, features = delta_io.properties_and_features(spark, path)
-    enabled = set()
-    if properties.get(COLUMN_MAPPING[0], "none") != "none":
-        enabled.add(COLUMN_MAPPING)
-    if features & {"typeWidening", "typeWidening-preview"}:
-        enabled.add(TYPE_WIDENING)
-    if "timestampNtz" in features:
-        enabled.add(TIMESTAMP_NTZ)
-    return enabled
-
-
-def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) -> None:
-    """Turn on the Delta features a DDL is about to need, in one commit; none when all are on already.
-
-    Within the caller's commit context, so the commit carries the table state like the DDL's own.
-    """
-    enabled = _enabled_features(spark, path)
-    missing = [f for f in dict.fromkeys(features) if f not in enabled]
-    if not missing:
-        return
-    delta_io.set_properties(spark, path, dict(missing))
-    logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(name for name, _ in missing))
-
-
-def _features_for_type(data_type: T.DataType) -> tuple[tuple[str, str], ...]:
-    return (TIMESTAMP_NTZ,) if isinstance(data_type, T.TimestampNTZType) else ()
-
-
 def register_catalog_table(spark: SparkSession, name: str, path: str) -> None:
     """Make a path table visible as ``catalog.schema.table`` (or ``schema.table``)."""
     parts = name.split(".")
@@ -242,7 +167,7 @@ def add_column(
         if not exists:
             _make_way(spark, path, info, change.column.name)
             mapping = (COLUMN_MAPPING,) if needs_column_mapping([change.column.name]) else ()
-            enable_features(spark, path, *mapping, *_features_for_type(data_type))
+            enable_features(spark, path, *mapping, *features_for_type(data_type))
             field = _field(change.column.name, data_type, f"tidb: {change.column.type}")
             delta_io.add_column(spark, path, field, position)
         if change.backfill is not None:
@@ -382,25 +307,6 @@ def mark_applied(spark: SparkSession, path: str, applied_ts: int, metadata: str)
         delta_io.set_properties(spark, path, {PROPERTY_APPLIED_TS: str(applied_ts)})
 
 
-def table_info(spark: SparkSession, path: str, version: int | None = None) -> TableInfo:
-    """The Delta table's upstream columns (ours excluded), key columns and retired mark, as of ``version``
-    if given."""
-    properties = delta_io.properties(spark, path, version)
-    key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
-    commit_ts = commit_ts_column(properties)
-    fields = [f for f in delta_io.read(spark, path, version).schema.fields if f.name != commit_ts]
-    retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
-    recorded = properties.get(PROPERTY_PARTITIONING)
-    partitioning = partitions.from_json(recorded) if recorded else None
-    compacts = properties.get(AUTO_COMPACT, "false") == "true"
-    keys = properties.get(PROPERTY_UNIQUE_KEYS)
-    unique_keys = UniqueKeys.from_json(keys) if keys else None
-    generated = dict(orjson.loads(properties.get(PROPERTY_GENERATED, "{}")))
-    return TableInfo(
-        T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts, generated
-    )
-
-
 def drop_column(spark: SparkSession, path: str, name: str, metadata: str) -> None:
     """ALTER TABLE DROP COLUMN, if the column is there (column mapping makes it a metadata change)."""
     info = table_info(spark, path)
@@ -442,45 +348,6 @@ def _set_generated(spark: SparkSession, path: str, expressions: Mapping[str, str
     delta_io.set_properties(spark, path, {PROPERTY_GENERATED: orjson.dumps(dict(expressions)).decode()})
 
 
-def add_generated(
-    spark: SparkSession,
-    path: str,
-    change: plan.AddColumn | plan.ChangeGenerated,
-    timezone: str,
-    metadata: str,
-) -> None:
-    """ADD or MODIFY of a VIRTUAL generated column the mirror computes: the table is rewritten with the
-    column's values computed from each row, in one commit (TiDB computes them whenever a row is read)."""
-    info = table_info(spark, path)
-    column = change.column
-    assert column.expression is not None
-    rows = delta_io.read(spark, path)
-    types = {f.name: t for f in info.schema.fields if (t := convert.column_type_of(f)) is not None}
-    with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
-        value = generated.value_of(column.expression, types, column.type, lambda n: F.col(quote(n)))
-        comment = {"comment": f"tidb: {column.type}"}
-        computed = value.cast(convert.spark_type(column.type)).alias(column.name, metadata=comment)
-        names = [n for n in rows.columns if n != column.name]
-        selected = [F.col(quote(n)) for n in names]
-        selected.insert(_position(names, change, info), computed)
-        expressions = {**info.generated, column.name: column.expression}
-        changed = {PROPERTY_GENERATED: orjson.dumps(expressions).decode()}
-        replace_table(spark, path, rows.select(*selected), metadata, changed)
-    logger.info("%s: computed VIRTUAL column %s AS (%s)", path, column.name, column.expression)
-
-
-def _position(names: list[str], change: plan.AddColumn | plan.ChangeGenerated, info: TableInfo) -> int:
-    """Where the (re)computed column goes among the table's other columns."""
-    if isinstance(change, plan.ChangeGenerated):
-        name = change.column.name
-        return info.columns.index(name) if name in info.columns else len(info.columns)
-    if change.first:
-        return 0
-    if change.after is not None and change.after in names:
-        return names.index(change.after) + 1
-    return len(info.columns)
-
-
 def _rename(spark: SparkSession, path: str, old: str, new: str) -> None:
     """RENAME COLUMN; one that changes only case too (Spark matches names without case, so it would take the
     new name for the old column and refuse it as already there)."""
@@ -516,7 +383,7 @@ def change_type(
         return rewrite_column(spark, path, change, old, timezone, metadata)
     with committing(spark, metadata):
         if plan_.how is retype.Retype.WIDEN:
-            enable_features(spark, path, TYPE_WIDENING, *_features_for_type(target))
+            enable_features(spark, path, TYPE_WIDENING, *features_for_type(target))
             delta_io.change_column_type(spark, path, change.name, target)
         delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
     return None
@@ -527,60 +394,6 @@ def change_key(spark: SparkSession, path: str, key: tuple[str, ...], metadata: s
     with committing(spark, metadata):
         delta_io.set_properties(spark, path, {PROPERTY_KEY_COLUMNS: orjson.dumps(list(key)).decode()})
     logger.info("%s: merge key is now %s", path, ", ".join(key))
-
-
-def rewrite_column(
-    spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str, metadata: str
-) -> str | None:
-    """Rewrite every row with the column's values converted as TiDB converts them (:mod:`retype`), in one
-    commit, so readers see the table before or after it. TiDB converts its stored values itself and sends
-    no row events; a value that would not convert (which TiDB would have refused) refuses the rewrite
-    instead of becoming NULL. Returns why not, or None when done. TIMESTAMPs are read and written in the
-    changefeed's ``timezone``."""
-    rows = delta_io.read(spark, path)
-    column = F.col(quote(change.name))
-    with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
-        value = retype.converted(column, old, change.type)
-        count, size = rows.count(), delta_io.detail(spark, path)["sizeInBytes"]
-        logger.warning(
-            "%s: rewriting all %d rows (%s bytes) for column %s: %s -> %s, as TiDB converted them",
-            path, count, size, change.name, old, change.type,
-        )  # fmt: skip
-        lost = rows.where(column.isNotNull() & value.isNull()).count()
-        if lost:
-            return f"{lost} row(s) hold values that do not convert to {change.type}"
-        comment = {"comment": f"tidb: {change.type}"}
-        replace_table(
-            spark, path, rows.withColumn(change.name, value.alias(change.name, metadata=comment)), metadata
-        )
-    logger.info("rewrote %s with column %s as %s", path, change.name, change.type)
-    return None
-
-
-def replace_table(
-    spark: SparkSession, path: str, rows: DataFrame, metadata: str, changed: Mapping[str, str] | None = None
-) -> None:
-    """Replace the table's schema and rows with ``rows`` in one commit (REPLACE TABLE AS SELECT), keeping its
-    properties (``changed``: properties that change with it); column metadata (comments) comes with
-    ``rows``."""
-    current = delta_io.properties(spark, path).items()
-    properties = {k: v for k, v in current if not k.startswith(_DELTA_MANAGED)} | dict(changed or {})
-    if any(isinstance(f.dataType, T.TimestampNTZType) for f in rows.schema.fields):
-        properties[TIMESTAMP_NTZ[0]] = TIMESTAMP_NTZ[1]  # Delta turns it on by itself only at creation
-    writer = rows.writeTo(sql_text.table_ref(path)).using("delta")
-    for name, value in properties.items():
-        writer = writer.tableProperty(name, value)
-    with committing(spark, metadata), delta_io.catalog_naming(path):
-        writer.createOrReplace()
-
-
-# Properties Delta keeps itself; a REPLACE TABLE that names them again is refused or confuses the protocol.
-_DELTA_MANAGED = (
-    "delta.feature.",
-    "delta.minReaderVersion",
-    "delta.minWriterVersion",
-    "delta.columnMapping.maxColumnId",
-)
 
 
 def retire(spark: SparkSession, path: str, reason: str, keep_rows: bool, metadata: str) -> None:

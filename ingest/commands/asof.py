@@ -9,6 +9,8 @@ logs of a mirror on this machine's file system directly, in a fraction of a seco
 
 from __future__ import annotations
 
+import argparse
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ingest.commands import flags
 from ingest.commands.asof_rules import CommitPoint, RunPoint, choose_run, choose_version, run_point
 from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ConfigError
@@ -27,10 +30,13 @@ from ingest.lake import delta_io, delta_log, sql_text
 from ingest.lake.delta_io import quote
 from ingest.lake.names import TableName
 from ingest.model import TableId, tso_from_datetime, tso_to_datetime
+from ingest.spark import get_session
 from ingest.state import progress
 from ingest.state.table_state import METADATA_KEY, metadata_payload
 
 # Temporary view names: no dots allowed, so database and table are joined by this.
+logger = logging.getLogger(__name__)
+
 VIEW_TEMPLATE = "{database}__{table}"
 
 _TABLE_STATES = T.StructType([T.StructField("tables", T.MapType(T.StringType(), T.StructType(
@@ -95,6 +101,28 @@ class AsOf:
         lines += [f"{t.table!s:<32} {t.version:>8}" for t in self.tables]
         lines += [f"{t!s:<32} {'-':>8}  (not created yet at G)" for t in self.absent]
         return "\n".join(lines)
+
+
+def command(args: argparse.Namespace, warehouse: str | None = None) -> int:
+    """``as-of``: the Delta version of every table at a TSO or time, as a table or as SELECT queries."""
+    tso = parse_moment(args.tso, args.time)
+    tables = parse_tables(args.tables)
+    mirror = flags.mirror(args)
+    try:
+        # No JVM for a mirror on this machine: the answer is in its Delta logs.
+        answer = resolve_local(mirror, tso, tables)
+    except delta_log.Unreadable as why:
+        logger.info("as-of: reading the mirror through Spark (%s)", why)
+        warehouse = flags.catalog_warehouse(warehouse, mirror.by_name)
+        spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
+        answer = resolve(spark, mirror, tso, tables)
+    if args.sql:
+        print(f"-- as of TSO {tso}: run {answer.run_id}, G = {answer.g} ({answer.g_time.isoformat()})")
+        for table in answer.tables:
+            print(table.sql() + ";")
+    else:
+        print(answer.describe())
+    return 0
 
 
 def parse_moment(tso: str | None, time: str | None) -> int:

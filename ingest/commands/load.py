@@ -22,6 +22,8 @@ from pyspark.sql import types as T
 
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import normalize, slot
+from ingest.apply.table import table_exists, table_info
+from ingest.commands.flags import catalog_warehouse
 from ingest.errors import ConfigError, DecodeError, TooManyBadRecords
 from ingest.lake import delta_io
 from ingest.load_config import LoadConfig
@@ -29,7 +31,7 @@ from ingest.model import BAD_COLUMN, Op, TableId, TableState, tso_to_datetime
 from ingest.mysql import dumpling as dd
 from ingest.plan import partitions
 from ingest.source import dumpling as source
-from ingest.spark import cached
+from ingest.spark import cached, get_session
 from ingest.state import progress, quarantine, table_state
 from ingest.state.table_state import committing, state_to_metadata
 
@@ -71,6 +73,16 @@ class LoadResult:
             f"{self.snapshot_ts} ({tso_to_datetime(self.snapshot_ts).isoformat()}), {self.seconds:.1f}s; "
             "the stream continues from there"
         )
+
+
+def command(config: LoadConfig, remote: str | None = None, warehouse: str | None = None) -> int:
+    """``load``: the initial load, then what it did per table."""
+    warehouse = catalog_warehouse(warehouse, config.target_catalog is not None)
+    result = load_dumpling(get_session(remote=remote, catalog_warehouse=warehouse), config)
+    print(result.describe())
+    for table in result.tables:
+        print("  " + table.describe())
+    return 0
 
 
 def load_dumpling(spark: SparkSession, config: LoadConfig) -> LoadResult:
@@ -207,7 +219,7 @@ def _load_table(
             "changes",
             tid,
         )
-    exists = apply_schema.table_exists(spark, path)
+    exists = table_exists(spark, path)
     apply_schema.create_table(
         spark,
         path,
@@ -247,7 +259,7 @@ def _load_rows(
     changes: DataFrame | None = None
     try:
         # The table's own schema, as the stream reads it: column comments carry the TiDB types (ENUM members).
-        info = apply_schema.table_info(spark, path)
+        info = table_info(spark, path)
         columns = info.schema.fieldNames()
         held = [c.name for c in source.data_columns(table)]  # the values the export's lines hold
         changes = cached(

@@ -30,6 +30,7 @@ from ingest.lake.names import SchemaName
 from ingest.model import TableId, TableState, tso_to_datetime
 from ingest.pipeline import process_batch
 from ingest.source import files
+from ingest.spark import get_session
 from ingest.state import progress, table_state
 from ingest.state.table_state import state_to_metadata
 
@@ -90,6 +91,20 @@ def only_table(messages: DataFrame, table: TableId) -> DataFrame:
     name = F.coalesce(F.get_json_object(F.col("value").cast("string"), "$.table"), F.lit(""))
     keep = (database == "") | ((database == table.schema) & ((name == table.table) | (name == "")))
     return messages.where(keep)
+
+
+def command(
+    config: IngestConfig, table_name: str, remote: str | None = None, warehouse: str | None = None
+) -> int:
+    """``resync --table database.table``: rebuild that table and print what was swapped in."""
+    schema, dot, table = table_name.partition(".")
+    if not dot or not schema or not table:
+        raise ConfigError(f"table: expected database.table, got {table_name!r}")
+    result = resync_table(
+        get_session(remote=remote, catalog_warehouse=warehouse), config, TableId(schema, table)
+    )
+    print(result.describe())
+    return 0
 
 
 def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> ResyncResult:

@@ -14,9 +14,11 @@ import orjson
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ingest.commands.flags import catalog_warehouse
 from ingest.config import IngestConfig
 from ingest.lake import delta_io, delta_log
 from ingest.model import TableId, TableState, tso_to_datetime
+from ingest.spark import get_session
 from ingest.state import ddl_history, progress, quarantine, table_state
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,28 @@ class TableStatus:
     last_ddl: str = ""
     stopped: str = ""  # the DDL it stopped before (refused, not applied since), if any
     failed: str = ""  # the error it stopped on in the last run (not a refused DDL), if any
+
+
+def command(
+    config: IngestConfig,
+    lag_chart: str | None = None,
+    remote: str | None = None,
+    warehouse: str | None = None,
+) -> int:
+    """``status``: the table of every mirrored table's progress, and with ``lag_chart`` a PNG of lag."""
+    warehouse = catalog_warehouse(warehouse, config.by_name)
+    try:
+        # No JVM for a mirror on this machine: the answer is in its Delta logs.
+        committed, tables = collect_local(config)
+    except delta_log.Unreadable as why:
+        logger.info("status: reading the mirror through Spark (%s)", why)
+        committed, tables = collect(get_session(remote=remote, catalog_warehouse=warehouse), config)
+    print(render(committed, tables))
+    if lag_chart:
+        spark = get_session(remote=remote, catalog_warehouse=warehouse)
+        lines = plot_lag_chart(lag_history(spark, config), lag_chart)
+        print(f"lag chart: {lines} lines (G and tables) drawn into {lag_chart}")
+    return 0
 
 
 def _when(tso: int) -> str:

@@ -9,6 +9,7 @@ reads it (decoded on executors, typed by the stream's own conversion) with the m
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 import orjson
@@ -18,7 +19,7 @@ from pyspark.sql import types as T
 
 from ingest.apply import convert
 from ingest.apply.merge import normalize, slot
-from ingest.commands import asof
+from ingest.commands import asof, flags
 from ingest.commands.load import as_changes
 from ingest.commands.verify_rules import (
     CHUNK_ROWS,
@@ -32,13 +33,14 @@ from ingest.commands.verify_rules import (
     total,
 )
 from ingest.config import IngestConfig
-from ingest.errors import AsOfRefused
+from ingest.errors import AsOfRefused, ConfigError
 from ingest.lake import delta_io
 from ingest.lake.delta_io import quote
 from ingest.load_config import LoadConfig
 from ingest.model import BAD_COLUMN, ColumnKind, TableId, tso_to_datetime
 from ingest.mysql import dumpling as dd
 from ingest.source import dumpling as source
+from ingest.spark import get_session
 from ingest.state.table_state import PROPERTY_GENERATED, PROPERTY_KEY_COLUMNS, commit_ts_column
 
 MIRROR = "mirror"
@@ -178,6 +180,48 @@ def _rows_hint(df: DataFrame) -> int:
 
 def _missing(name: str, what: str) -> TableVerdict:
     return TableVerdict(name, Checksum(), Checksum(), 0, notes=(what,))
+
+
+def command(args: argparse.Namespace, warehouse: str | None = None) -> int:
+    """``verify``: compare with a Dumpling export or another mirror and print the report; exit code 0 when
+    every table matches, 1 when one does not."""
+    other = args.other_target_path or args.other_target_catalog
+    if (args.snapshot is None) == (other is None):
+        raise ConfigError(
+            "verify: compare with one of --snapshot (a Dumpling export) or another mirror "
+            "(--other-target-path or --other-target-catalog)"
+        )
+    limits = Limits(max_keys=args.max_keys, chunk_rows=args.chunk_rows)
+    tables = asof.parse_tables(args.tables)
+    mirror = flags.mirror(args)
+    warehouse = flags.catalog_warehouse(warehouse, mirror.by_name or bool(args.other_target_catalog))
+    spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
+    if args.snapshot is not None:
+        report = verify_snapshot(spark, _snapshot_config(args), tables, limits)
+    else:
+        report = verify_mirrors(
+            spark,
+            mirror,
+            flags.mirror(args, "other-"),
+            tso=None if args.tso is None else asof.parse_moment(args.tso, None),
+            tables=tables,
+            limits=limits,
+        )
+    print(report.render())
+    return 0 if report.matches else 1
+
+
+def _snapshot_config(args: argparse.Namespace) -> LoadConfig:
+    """The export named by ``--snapshot``, to be read as ``load`` reads it."""
+    if args.tso is not None:
+        raise ConfigError("tso: with --snapshot the TSO is the export's own (its metadata); leave --tso out")
+    given = {
+        "input": args.snapshot, **flags.mirror_flags(args),
+        "timezone": args.timezone, "csv-separator": args.csv_separator,
+        "csv-delimiter": args.csv_delimiter, "csv-null-value": args.csv_null_value,
+        "csv-line-terminator": args.csv_line_terminator, "no-header": args.no_header,
+    }  # fmt: skip
+    return LoadConfig.from_params({k: v for k, v in given.items() if v is not None})
 
 
 def verify_snapshot(

@@ -7,6 +7,7 @@ import logging
 from pyspark.sql import SparkSession
 
 from ingest.apply import schema as apply_schema
+from ingest.apply.table import TableInfo, table_exists, table_info
 from ingest.config import DropTablePolicy, IngestConfig, UnknownDdlPolicy
 from ingest.errors import SchemaChangeRejected
 from ingest.lake import delta_io
@@ -42,13 +43,13 @@ def apply_database_ddl(ddl: DdlEvent, g: int) -> None:
 
 def table_before(
     spark: SparkSession, config: IngestConfig, table: TableId, commit_ts: int
-) -> apply_schema.TableInfo | None:
+) -> TableInfo | None:
     """A mirrored table as it was just before ``commit_ts`` (None: not in the mirror then, or retired)."""
     path = config.mirror.address(table)
     version = table_state.version_before(spark, path, commit_ts)
     if version is None:
         return None
-    info = apply_schema.table_info(spark, path, version)
+    info = table_info(spark, path, version)
     return None if info.retired else info
 
 
@@ -84,7 +85,7 @@ def apply_ddl(
 
     ``rename_group``: every pair of the RENAME statement ``ddl`` is one event of (see ``plan.renames``)."""
     config, path = context.config, table.address
-    info = apply_schema.table_info(spark, path) if apply_schema.table_exists(spark, path) else None
+    info = table_info(spark, path) if table_exists(spark, path) else None
     changes = _plan(spark, config, table.id, ddl, info, rename_group, first_of_group)
     outcome = _Outcome(spark, context, table, ddl, info)
     changes, skipped = _refused_or_skipped(config, ddl, changes, outcome)
@@ -108,7 +109,7 @@ def apply_ddl(
         if refused is not None:
             raise outcome.reject(refused)
     outcome.record(changes, skipped)
-    if apply_schema.table_exists(spark, path):
+    if table_exists(spark, path):
         step = f"ddl {ddl.commit_ts}: {ddl.identity[:200]}"
         metadata = state_to_metadata(applied, run_id=context.run_id, step=step)
         apply_schema.mark_applied(spark, path, applied.applied_ts, metadata)
@@ -124,7 +125,7 @@ def _plan(
     config: IngestConfig,
     table: TableId,
     ddl: DdlEvent,
-    info: apply_schema.TableInfo | None,
+    info: TableInfo | None,
     rename_group: RenameGroup | None,
     first_of_group: bool,
 ) -> list[plan_schema.SchemaChange]:
@@ -172,7 +173,7 @@ class _Outcome:
         context: BatchContext,
         table: BatchTable,
         ddl: DdlEvent,
-        info: apply_schema.TableInfo | None,
+        info: TableInfo | None,
     ) -> None:
         self.spark, self.context, self.table, self.ddl = spark, context, table, ddl
         self.schema_before = info.schema.simpleString() if info else None
@@ -197,8 +198,8 @@ class _Outcome:
             for c in changes
         )
         path = self.table.address
-        exists = apply_schema.table_exists(self.spark, path)
-        after = apply_schema.table_info(self.spark, path).schema.simpleString() if exists else None
+        exists = table_exists(self.spark, path)
+        after = table_info(self.spark, path).schema.simpleString() if exists else None
         self._record(action, detail, after)
 
     def _record(self, action: str, detail: str, schema_after: str | None) -> None:

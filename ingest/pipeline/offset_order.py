@@ -24,6 +24,7 @@ from ingest.apply.merge import (
     normalize,
     summarize,
 )
+from ingest.apply.table import table_exists, table_info
 from ingest.config import IngestConfig
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import SchemaChangeRejected
@@ -240,7 +241,7 @@ def _apply_table(
     past them, without quarantining them again.
     """
     report = TableReport(table.id, applied_ts=table.state.applied_ts)
-    exists = apply_schema.table_exists(spark, table.address)
+    exists = table_exists(spark, table.address)
     latest = plan_avro.newest(read.uses) if read.uses else None
     if latest is None and not exists:
         logger.warning(
@@ -252,7 +253,9 @@ def _apply_table(
     if latest is None:
         return _merge_read(spark, config, table, read, dml, run_id, report, second_pass, None)
     state = table.state
-    for segment in plan_avro.segments(read.uses, lambda a, b: _retyped(book, a, b)):
+    for segment in plan_avro.segments(
+        read.uses, lambda a, b: plan_avro.retyped(book.schemas[a][0], book.schemas[b][0])
+    ):
         if segment.through_ts is not None and segment.through_ts <= state.applied_ts:
             continue  # merged before: by a first pass, or by a run that stopped after it
         step = replace(table, state=state)
@@ -264,14 +267,6 @@ def _apply_table(
         if report.held_through is not None:
             break
     return report, state
-
-
-def _retyped(book: ta.SchemaBook, older: int, newer: int) -> bool:
-    """Whether a column both writer schemas hold has another type in the newer one."""
-    before = {c.column.name: c.column.type for c in book.schemas[older][0].columns}
-    return any(
-        before.get(c.column.name, c.column.type) != c.column.type for c in book.schemas[newer][0].columns
-    )
 
 
 def _follow(
@@ -317,7 +312,7 @@ def _merge_read(
     """The table's changes of the batch (of one ``segment`` of it), merged in offset order (held on the
     first pass when some do not convert)."""
     path, state = table.address, table.state
-    info = apply_schema.table_info(spark, path)
+    info = table_info(spark, path)
     rows = dml.where((F.col("database") == table.id.schema) & (F.col("table") == table.id.table))
     newest = read.max_commit_ts
     if segment is not None and segment.after_ts:
@@ -418,7 +413,7 @@ def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_b
     resolved, notes = _unknown_defaults(config, table, writer, sorted(absent_before))
     apply_schema.record_column_defaults(spark, path, {**defaults, **resolved}, metadata)
     sql = f"-- created from writer schema {writer.id} (key schema {follow.use.key_schema})"
-    after = apply_schema.table_info(spark, path).schema.simpleString()
+    after = table_info(spark, path).schema.simpleString()
     ddl_history.record(
         spark, config.state_path, table=table, ddl=_event(table, follow.use, follow.read, sql),
         action=ddl_history.APPLIED,
@@ -461,7 +456,7 @@ def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
     table, path, writer, key = follow.table, follow.path, follow.writer, follow.key
     if apply_schema.get_property(spark, path, PROPERTY_WRITER_SCHEMA) == str(writer.id):
         return ""
-    info = apply_schema.table_info(spark, path)
+    info = table_info(spark, path)
     current = [(f.name, column_type_of(f)) for f in info.schema.fields]
     changes = plan_avro.plan_evolution(table, current, info.key, writer, key)
     metadata = state_to_metadata(
@@ -494,7 +489,7 @@ def _evolve(spark: SparkSession, config: IngestConfig, follow: _Follow) -> str:
                 "stopped before applying the batch, progress not moved"
             )
     apply_schema.set_property(spark, path, PROPERTY_WRITER_SCHEMA, str(writer.id), metadata)
-    after = apply_schema.table_info(spark, path).schema.simpleString()
+    after = table_info(spark, path).schema.simpleString()
     ddl_history.record(
         spark, config.state_path, table=table, ddl=event, action=ddl_history.APPLIED,
         detail="; ".join([plan_avro.describe(changes), *notes]), schema_before=before, schema_after=after,

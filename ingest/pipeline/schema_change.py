@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ingest.apply import rewrite as apply_rewrite
 from ingest.apply import schema as apply_schema
 from ingest.config import IngestConfig, TypeChangePolicy
 from ingest.plan import schema as plan
@@ -94,7 +95,7 @@ _HANDLERS: dict[type, _Handler] = {
     plan.DropColumn: lambda s, c, p, ch, m: apply_schema.drop_column(s, p, ch.name, m),
     plan.RenameColumn: lambda s, c, p, ch, m: apply_schema.rename_column(s, p, ch.old, ch.new, m),
     plan.ChangeType: _change_type,
-    plan.ChangeGenerated: lambda s, c, p, ch, m: apply_schema.add_generated(s, p, ch, c.timezone, m),
+    plan.ChangeGenerated: lambda s, c, p, ch, m: apply_rewrite.add_generated(s, p, ch, c.timezone, m),
     plan.ChangeKey: lambda s, c, p, ch, m: apply_schema.change_key(s, p, ch.key, m),
     plan.SetUniqueKeys: lambda s, c, p, ch, m: apply_schema.set_property(
         s, p, PROPERTY_UNIQUE_KEYS, ch.keys.to_json(), m

@@ -21,6 +21,7 @@ from ingest.apply.merge import (
     segment_rows,
     summarize,
 )
+from ingest.apply.table import TableInfo, table_exists, table_info
 from ingest.config import IngestConfig
 from ingest.decode.codec import TypesFrom
 from ingest.errors import SchemaChangeRejected
@@ -71,12 +72,12 @@ def apply_segment(
     rows = segment_rows(dml, segment)
     if context.ordering.by_offset:
         rows = context.ordering.fill(rows, apply_schema.column_defaults(spark, path))
-    info = apply_schema.table_info(spark, path)
+    info = table_info(spark, path)
     # Simple rows follow the announced schemas; only Canal-JSON's row types can reveal unseen columns.
     if config.codec.types_from is not TypesFrom.ANNOUNCED and _add_columns_seen_in_dml(
         spark, config, path, info, table.id, in_range, rows, state, context.run_id
     ):
-        info = apply_schema.table_info(spark, path)
+        info = table_info(spark, path)
     if not info.key:
         raise SchemaChangeRejected(f"{table.id}: the Delta table at {path} has no key columns recorded")
     cached = spark_cached(
@@ -110,7 +111,7 @@ def _ensure_table(
 ) -> None:
     """A table that no DDL announced: created from what its rows say (Simple's announced schema, or
     Canal-JSON's row types)."""
-    if apply_schema.table_exists(spark, table.address):
+    if table_exists(spark, table.address):
         return
     config = context.config
     if config.codec.types_from is TypesFrom.ANNOUNCED:
@@ -127,7 +128,7 @@ def _hold_below_bad_rows(
     table: BatchTable,
     segment: order.Segment,
     changes: DataFrame,
-    info: apply_schema.TableInfo,
+    info: TableInfo,
     state: TableState,
     report: TableReport,
     held_through: int | None,
@@ -164,7 +165,7 @@ def _merge(
     context: BatchContext,
     path: str,
     changes: DataFrame,
-    info: apply_schema.TableInfo,
+    info: TableInfo,
     applied: TableState,
     segment: order.Segment,
     summary: ChangeSummary,
@@ -265,7 +266,7 @@ def _add_columns_seen_in_dml(
     spark: SparkSession,
     config: IngestConfig,
     path: str,
-    info: apply_schema.TableInfo,
+    info: TableInfo,
     table: TableId,
     signatures: list[TableSignature],
     rows: DataFrame,

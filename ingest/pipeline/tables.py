@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from ingest import order
 from ingest.apply import schema as apply_schema
+from ingest.apply.table import table_exists
 from ingest.config import IngestConfig
 from ingest.errors import SchemaChangeRejected
 from ingest.model import DdlEvent, TableState
@@ -95,7 +96,7 @@ def _ddl_step(
 def _register_alias(spark: SparkSession, config: IngestConfig, table: BatchTable) -> None:
     """Also name the table in the catalog (``table-name-template``), once it exists."""
     alias = config.mirror.alias(table.id)
-    if alias and apply_schema.table_exists(spark, table.address):
+    if alias and table_exists(spark, table.address):
         with table_state.exclusive_write(spark):
             apply_schema.register_catalog_table(spark, alias, table.address)
 

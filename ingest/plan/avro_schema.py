@@ -66,6 +66,12 @@ def segments(uses: Sequence[SchemaUse], retyped: Callable[[int, int], bool]) -> 
     return [*result, Segment(last, after)]
 
 
+def retyped(older: WriterSchema, newer: WriterSchema) -> bool:
+    """Whether a column both writer schemas hold has another type in the newer one."""
+    before = {c.column.name: c.column.type for c in older.columns}
+    return any(before.get(c.column.name, c.column.type) != c.column.type for c in newer.columns)
+
+
 Change = AddColumn | DropColumn | ChangeType | ChangeKey
 
 

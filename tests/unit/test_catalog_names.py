@@ -108,15 +108,17 @@ def test_neither_a_path_nor_a_catalog_says_both_ways():
     ],
 )
 def test_every_reading_command_locates_a_mirror_by_name(argv):
-    from ingest.cli import _mirror, _parser
+    from ingest.cli import _parser
+    from ingest.commands.flags import mirror
 
-    mirror = _mirror(_parser().parse_args(argv))
-    assert mirror.mirror.address(TableId("shop", "orders")) == TableName("main", "tidb_shop", "orders")
-    assert mirror.state_path == SchemaName("main", "ticdc_ingest")
+    located = mirror(_parser().parse_args(argv))
+    assert located.mirror.address(TableId("shop", "orders")) == TableName("main", "tidb_shop", "orders")
+    assert located.state_path == SchemaName("main", "ticdc_ingest")
 
 
 def test_verify_locates_the_other_mirror_by_name_too():
-    from ingest.cli import _mirror, _parser
+    from ingest.cli import _parser
+    from ingest.commands.flags import mirror
 
     args = _parser().parse_args(
         [
@@ -129,13 +131,14 @@ def test_verify_locates_the_other_mirror_by_name_too():
             "ops.m",
         ]
     )
-    assert not _mirror(args).by_name
-    other = _mirror(args, "other-")
+    assert not mirror(args).by_name
+    other = mirror(args, "other-")
     assert other.by_name and other.state_path == SchemaName("ops", "m")
 
 
 def test_a_reading_command_without_a_mirror_says_both_ways():
-    from ingest.cli import _mirror, _parser
+    from ingest.cli import _parser
+    from ingest.commands.flags import mirror
 
     with pytest.raises(ConfigError, match="--target-path or --target-catalog"):
-        _mirror(_parser().parse_args(["status"]))
+        mirror(_parser().parse_args(["status"]))

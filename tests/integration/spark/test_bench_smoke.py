@@ -9,7 +9,9 @@ import re
 
 import pytest
 
-from bench.run import SECTIONS, Sizes, run
+from bench.report import SECTIONS
+from bench.run import run
+from bench.sizes import Sizes
 
 # A time difference over a time: at smoke sizes the 100-table run can finish before the 1-table one, so the
 # sign is noise there. Only its presence and finiteness are the report's shape.

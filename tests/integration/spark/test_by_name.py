@@ -25,7 +25,7 @@ from test_initial_load import _history
 from test_ticdc_ddl_corpora import BY_NAME as BY_NAME_CORPORA
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
-from ingest.apply import schema as apply_schema
+from ingest.apply.table import table_exists, table_info
 from ingest.commands import asof
 from ingest.commands.load import load_dumpling
 from ingest.commands.resync import resync_table
@@ -86,8 +86,8 @@ def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, var
         database, table = name.split(".")
         location = config.mirror.address(TableId(database, table))
         assert isinstance(location, TableName)
-        if apply_schema.table_exists(spark, location):
-            assert apply_schema.table_info(spark, location).retired, name
+        if table_exists(spark, location):
+            assert table_info(spark, location).retired, name
     # The mirror's own state is catalog tables too.
     state = {r.tableName for r in spark.sql(f"SHOW TABLES IN spark_catalog.{prefix}_ingest").collect()}
     assert {"progress", "ddl_history"} <= state
@@ -110,7 +110,7 @@ def test_a_creation_a_kill_cut_off_from_its_catalog_entry_is_made_again(spark, p
     left = delta_io.managed_location(spark, location)
     assert left is not None
     spark.range(3).write.format("delta").save(left)  # the commit, without the catalog entry
-    assert not apply_schema.table_exists(spark, location)
+    assert not table_exists(spark, location)
 
     result = run_files(spark, config)
     g = stream.complete_watermark()

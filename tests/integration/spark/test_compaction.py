@@ -10,7 +10,7 @@ import pytest
 from mirror import located
 
 from ingest.apply import merge as apply_merge_module
-from ingest.apply.schema import AUTO_COMPACT, CHECKPOINT_INTERVAL
+from ingest.apply.table import AUTO_COMPACT, CHECKPOINT_INTERVAL
 from ingest.commands import asof
 from ingest.config import IngestConfig
 from ingest.lake import delta_io

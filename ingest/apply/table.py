@@ -1,0 +1,142 @@
+"""What a mirrored Delta table is made of: the Delta features and properties every one carries, the features
+turned on only when a DDL first needs one, and :class:`TableInfo`, the table as the planner reads it back.
+I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import orjson
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from ingest.apply import convert
+from ingest.lake import delta_io
+from ingest.model import ColumnType
+from ingest.plan import partitions
+from ingest.plan.keys import UniqueKeys
+from ingest.plan.partitions import Partitioning
+from ingest.state.table_state import (
+    COMMIT_TS_COLUMN,
+    NOT_RETIRED,
+    PROPERTY_GENERATED,
+    PROPERTY_KEY_COLUMNS,
+    PROPERTY_PARTITIONING,
+    PROPERTY_RETIRED,
+    PROPERTY_UNIQUE_KEYS,
+    commit_ts_column,
+)
+
+logger = logging.getLogger(__name__)
+
+# Every mirrored table has deletion vectors: a MERGE that touches a few rows of a file marks them instead of
+# rewriting the file. Every other Delta feature is turned on only by the first DDL that needs it, so a
+# table that never needed one stays readable by readers that lack it (delta-rs and the Polars and DuckDB
+# readers built on it read column mapping and deletion vectors, but not type widening).
+# Auto compaction (OSS Delta since 3.1; the same property on Databricks): after a commit that leaves small
+# files to combine (spark.databricks.delta.autoCompact.* tune when), Delta compacts them in a second commit
+# of the same write. Without it a MERGE every few seconds leaves tens of thousands of small files and deletion
+# vectors a day. That commit is made while the write's session confs are still set, so it carries the
+# write's userMetadata (the same A_T: compaction changes no row) and the newest of our commits is still
+# found within HISTORY_DEPTH; tests/integration/spark/test_compaction.py holds this.
+AUTO_COMPACT = "delta.autoOptimize.autoCompact"
+# A mirrored table commits at least once per batch that touches it (a DDL: two to five times), and Delta
+# checkpoints every 10 commits by default: a Spark job that rewrites the table's whole file list, 1.5 s on a
+# small table and more the more files it has. Every 100 commits instead; a reader then replays at most 99
+# small JSON commits after the newest checkpoint.
+CHECKPOINT_INTERVAL = ("delta.checkpointInterval", "100")
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true", CHECKPOINT_INTERVAL[0]: CHECKPOINT_INTERVAL[1]}
+# DROP and RENAME COLUMN, and column names Delta cannot store as they are (spaces, commas, ...).
+COLUMN_MAPPING = ("delta.columnMapping.mode", "name")
+# MODIFY COLUMN to a wider type (INT -> BIGINT, DECIMAL widening, DATE -> DATETIME) without a rewrite.
+TYPE_WIDENING = ("delta.enableTypeWidening", "true")
+# DATETIME columns (TIMESTAMP_NTZ): Delta turns it on by itself only when a table is created with one.
+TIMESTAMP_NTZ = ("delta.feature.timestampNtz", "supported")
+# Characters Delta refuses in a column name unless the table maps column names.
+_UNMAPPED_NAME_CHARS = set(" ,;{}()\n\t=")
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return delta_io.is_delta_table(spark, path)
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A mirrored Delta table as the planner needs it: upstream columns, merge key, and whether retired."""
+
+    schema: T.StructType
+    key: tuple[str, ...]
+    retired: bool
+    partitioning: Partitioning | None = None  # None: never recorded
+    compacts: bool = False  # auto compaction on
+    unique_keys: UniqueKeys | None = None  # None: never recorded
+    commit_ts_column: str = COMMIT_TS_COLUMN  # our column: the commit TSO of the change that wrote the row
+    generated: Mapping[str, str] = dataclasses.field(default_factory=dict)  # VIRTUAL column -> expression
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.fieldNames()
+
+    @property
+    def column_types(self) -> dict[str, ColumnType] | None:
+        """The upstream type of every column, from the columns' comments; None if any is not readable."""
+        types = {f.name: convert.column_type_of(f) for f in self.schema.fields}
+        return None if any(t is None for t in types.values()) else {k: v for k, v in types.items() if v}
+
+
+def table_info(spark: SparkSession, path: str, version: int | None = None) -> TableInfo:
+    """The Delta table's upstream columns (ours excluded), key columns and retired mark, as of ``version``
+    if given."""
+    properties = delta_io.properties(spark, path, version)
+    key = tuple(orjson.loads(properties.get(PROPERTY_KEY_COLUMNS, "[]")))
+    commit_ts = commit_ts_column(properties)
+    fields = [f for f in delta_io.read(spark, path, version).schema.fields if f.name != commit_ts]
+    retired = properties.get(PROPERTY_RETIRED, NOT_RETIRED) != NOT_RETIRED
+    recorded = properties.get(PROPERTY_PARTITIONING)
+    partitioning = partitions.from_json(recorded) if recorded else None
+    compacts = properties.get(AUTO_COMPACT, "false") == "true"
+    keys = properties.get(PROPERTY_UNIQUE_KEYS)
+    unique_keys = UniqueKeys.from_json(keys) if keys else None
+    generated = dict(orjson.loads(properties.get(PROPERTY_GENERATED, "{}")))
+    return TableInfo(
+        T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts, generated
+    )
+
+
+def needs_column_mapping(names: Iterable[str]) -> bool:
+    """Whether a column name has a character Delta stores only in a table that maps column names."""
+    return any(_UNMAPPED_NAME_CHARS & set(name) for name in names)
+
+
+def _enabled_features(spark: SparkSession, path: str) -> set[tuple[str, str]]:
+    """Which of the on-demand features (:data:`COLUMN_MAPPING`, ...) the table has: one metadata read."""
+    properties, features = delta_io.properties_and_features(spark, path)
+    enabled = set()
+    if properties.get(COLUMN_MAPPING[0], "none") != "none":
+        enabled.add(COLUMN_MAPPING)
+    if features & {"typeWidening", "typeWidening-preview"}:
+        enabled.add(TYPE_WIDENING)
+    if "timestampNtz" in features:
+        enabled.add(TIMESTAMP_NTZ)
+    return enabled
+
+
+def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) -> None:
+    """Turn on the Delta features a DDL is about to need, in one commit; none when all are on already.
+
+    Within the caller's commit context, so the commit carries the table state like the DDL's own.
+    """
+    enabled = _enabled_features(spark, path)
+    missing = [f for f in dict.fromkeys(features) if f not in enabled]
+    if not missing:
+        return
+    delta_io.set_properties(spark, path, dict(missing))
+    logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(name for name, _ in missing))
+
+
+def features_for_type(data_type: T.DataType) -> tuple[tuple[str, str], ...]:
+    return (TIMESTAMP_NTZ,) if isinstance(data_type, T.TimestampNTZType) else ()
