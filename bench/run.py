@@ -81,15 +81,34 @@ def run(
     text = render(bench, machine_rows, memory, started, seconds, smoke)
     output.write_text(text)
     if results is not None:
-        document = {
+        run_facts = {
             "started": started.isoformat(timespec="seconds"),
             "minutes": round(seconds / 60, 1),
             "smoke": smoke,
             "load_average_at_start": [round(x, 2) for x in load],
-            **{key: round(value, 4) for key, value in bench.results.items()},
         }
+        ratios = {key: round(value, 4) for key, value in bench.results.items()}
+        previous = json.loads(results.read_text()) if results.exists() and set(steps) != set(STEPS) else {}
+        document = merged_results(previous, run_facts, ratios, [n for n in STEPS if n in steps])
         results.write_text(json.dumps(document, indent=2) + "\n")
     return text
+
+
+def merged_results(
+    previous: dict[str, object], run_facts: dict[str, object], ratios: dict[str, float], steps: list[str]
+) -> dict[str, object]:
+    """The results file after a run of ``steps``: its ratios over the previous file's, and for every step
+    the facts of the run that measured it (``steps``), so a partial run keeps what it did not measure and
+    says which numbers came from when."""
+    runs = dict(previous.get("steps") or {}) if isinstance(previous.get("steps"), dict) else {}
+    if previous and not runs:  # a file written by a whole run before steps were recorded
+        facts = {
+            k: previous[k] for k in ("started", "minutes", "smoke", "load_average_at_start") if k in previous
+        }
+        runs = dict.fromkeys(STEPS, facts)
+    runs.update(dict.fromkeys(steps, run_facts))
+    kept = {k: v for k, v in previous.items() if k not in ("steps", *run_facts)}
+    return {**run_facts, "steps": runs, **kept, **ratios}
 
 
 def main(argv: list[str] | None = None) -> int:
