@@ -39,7 +39,7 @@ from ingest.pipeline.batch import (
     quarantine_undecodable,
 )
 from ingest.pipeline.context import BatchTable
-from ingest.pipeline.ordering import Ordering
+from ingest.pipeline.ordering import Ordering, within_commit_ts
 from ingest.pipeline.parallel import apply_tables
 from ingest.pipeline.report import BatchResult, TableReport, lag_seconds
 from ingest.pipeline.schema_change import apply_change
@@ -315,10 +315,9 @@ def _merge_read(
     info = table_info(spark, path)
     rows = dml.where((F.col("database") == table.id.schema) & (F.col("table") == table.id.table))
     newest = read.max_commit_ts
-    if segment is not None and segment.after_ts:
-        rows = rows.where(F.col("commit_ts") > segment.after_ts)
-    if segment is not None and segment.through_ts is not None:
-        rows, newest = rows.where(F.col("commit_ts") <= segment.through_ts), segment.through_ts
+    if segment is not None and (segment.after_ts or segment.through_ts is not None):
+        rows = within_commit_ts(rows, segment.after_ts, segment.through_ts)
+        newest = newest if segment.through_ts is None else segment.through_ts
     rows = _ORDERING.fill(rows, apply_schema.column_defaults(spark, path))
     changes = cached(
         normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text, info.generated)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
 
 from ingest import order
 from ingest.apply.merge import converge_effect, net_effect, with_defaults
@@ -68,3 +69,21 @@ class Ordering:
 def ordering_of(codec: Codec) -> Ordering:
     """The ordering the protocol's records allow: the one place the batch asks the codec."""
     return Ordering(by_offset=codec.offset_order)
+
+
+def within_commit_ts(rows: DataFrame, after_ts: int, through_ts: int | None) -> DataFrame:
+    """Rows of a batch with commitTs in (after_ts, through_ts], in offset order. A TiCDC Avro tombstone has
+    no commitTs: it counts with the row before it in its partition (TiCDC sends a partition's changes in
+    commit order, and a key's changes to one partition), and with the first window when none is before it."""
+    before = (
+        Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+    )
+    # the decoded frame's own column (upstream columns live in its maps, so no name of theirs can meet it)
+    placed = F.col("placed_commit_ts")
+    kept = F.lit(True)
+    if after_ts:
+        kept = kept & (placed > after_ts)
+    if through_ts is not None:
+        kept = kept & (placed <= through_ts)
+    ts = F.coalesce(F.col("commit_ts"), F.last("commit_ts", ignorenulls=True).over(before), F.lit(0))
+    return rows.withColumn("placed_commit_ts", ts).where(kept).drop("placed_commit_ts")
