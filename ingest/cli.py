@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # The order the usage line and the help list them in.
     subcommands = [
-        flags.add_run, flags.add_resync, flags.add_status, flags.add_as_of, flags.add_verify, flags.add_load,
+        flags.add_run, flags.add_resync, flags.add_status, flags.add_as_of, flags.add_changes,
+        flags.add_verify, flags.add_load,
         flags.add_demo,
     ]  # fmt: skip
     for add in subcommands:
@@ -121,6 +122,10 @@ def _dispatch(args: argparse.Namespace, kafka_options: dict[str, str]) -> int:
         from ingest.commands import asof
 
         return asof.command(args, warehouse)
+    if args.command == "changes":
+        from ingest.commands import changes
+
+        return changes.command(args, warehouse)
     if args.command == "verify":
         from ingest.commands import verify
 

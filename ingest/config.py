@@ -21,6 +21,9 @@ from ingest.lake.mirror import Mirror
 from ingest.model import ColumnKind, ColumnType, PartitionId, TableId
 from ingest.settings import KAFKA_KEYS, KAFKA_OPTION_PREFIX, choice, kafka_from_params
 from ingest.settings import (  # re-exported: the values settings take
+    ChangeFeed as ChangeFeed,
+)
+from ingest.settings import (
     Compaction as Compaction,
 )
 from ingest.settings import (
@@ -101,6 +104,7 @@ class IngestConfig:
     stream_id: str = "default"
     drop_table: DropTablePolicy = DropTablePolicy.ARCHIVE
     compaction: Compaction = Compaction.AUTO
+    change_feed: ChangeFeed = ChangeFeed.ON
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     type_change: TypeChangePolicy = TypeChangePolicy.REWRITE
     input_format: InputFormat = InputFormat.AUTO
@@ -136,6 +140,11 @@ class IngestConfig:
     def auto_compaction(self) -> bool:
         """Whether the tables this mirror creates turn Delta auto compaction on."""
         return self.compaction is Compaction.AUTO
+
+    @property
+    def records_changes(self) -> bool:
+        """Whether mirrored tables carry Delta's change data feed (turned on at a table's next batch)."""
+        return self.change_feed is ChangeFeed.ON
 
     def __post_init__(self) -> None:
         if self.source is SourceKind.KAFKA and self.kafka is None:
@@ -345,6 +354,7 @@ class IngestConfig:
             stream_id=parameters.value(normalized, _RUN["stream-id"]) or "",
             drop_table=choice(normalized, "drop-table", DropTablePolicy),
             compaction=choice(normalized, "compaction", Compaction),
+            change_feed=choice(normalized, "change-feed", ChangeFeed),
             unknown_ddl=choice(normalized, "unknown-ddl", UnknownDdlPolicy),
             type_change=choice(normalized, "type-change", TypeChangePolicy),
             kafka=kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,

@@ -110,6 +110,11 @@ class AsOfRefused(IngestError):
     version that held it was vacuumed or cleaned from the log)."""
 
 
+class ChangesRefused(AsOfRefused):
+    """The mirror cannot answer what changed between two TSOs for a table: the range runs backwards, starts
+    before the table's change data feed, or holds a re-sync, a drop, or change files VACUUM removed."""
+
+
 class TablesFailed(IngestError):
     """More than one table of a batch failed; each is named with its error, and progress did not move."""
 

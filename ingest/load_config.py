@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ingest import parameters
 from ingest.config import DEFAULT_TARGET_SCHEMA, IngestConfig, resolved
 from ingest.errors import ConfigError
-from ingest.settings import Compaction, choice
+from ingest.settings import ChangeFeed, Compaction, choice
 
 
 def _unescape_option(text: str) -> str:
@@ -37,6 +37,7 @@ class LoadConfig:
     csv_line_terminator: str | None = None
     table_name_template: str | None = None
     compaction: Compaction = Compaction.AUTO
+    change_feed: ChangeFeed = ChangeFeed.ON
     target_catalog: str | None = None
     target_schema: str = DEFAULT_TARGET_SCHEMA
     state_schema: str | None = None
@@ -61,6 +62,7 @@ class LoadConfig:
             stream_id=self.stream_id,
             table_name_template=self.table_name_template,
             compaction=self.compaction,
+            change_feed=self.change_feed,
             target_catalog=self.target_catalog,
             target_schema=self.target_schema,
             state_schema=self.state_schema,
@@ -104,6 +106,7 @@ class LoadConfig:
             csv_line_terminator=_unescape_option(terminator) if terminator else None,
             table_name_template=normalized.get("table-name-template") or None,
             compaction=choice(normalized, "compaction", Compaction, load),
+            change_feed=choice(normalized, "change-feed", ChangeFeed, load),
             target_catalog=normalized.get("target-catalog") or None,
             target_schema=text("target-schema") or DEFAULT_TARGET_SCHEMA,
             state_schema=normalized.get("state-schema") or None,

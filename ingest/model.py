@@ -220,6 +220,10 @@ class TableSignature:
     schema_version: int | None = None
 
 
+# Marks the step of a commit that pauses a table's change data feed for a whole-table rewrite.
+FEED_PAUSED = " (change feed paused)"
+
+
 @dataclass(frozen=True)
 class TableState:
     """What the mirror knows of one target table, persisted with each of its Delta commits.

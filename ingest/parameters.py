@@ -119,6 +119,9 @@ RUN: tuple[Parameter, ...] = (
               "delete them; either way the table is marked retired", ("archive", "delete")),
     Parameter("compaction", "auto", "tables the mirror creates compact their small files after writes "
               "(auto: Delta auto compaction) or not (off: run OPTIMIZE yourself)", ("auto", "off")),
+    Parameter("change-feed", "on", "mirrored tables record Delta's change data feed, so `changes` can answer "
+              "what changed between two TSOs (on; a table created before turns it on at its next batch), "
+              "or not (off)", ("on", "off")),
 )  # fmt: skip
 
 LOAD: tuple[Parameter, ...] = (
@@ -137,6 +140,8 @@ LOAD: tuple[Parameter, ...] = (
               "the mirror)", switch=True),
     Parameter("compaction", "auto", "tables the load creates compact their small files after writes "
               "(auto: Delta auto compaction) or not (off)", ("auto", "off")),
+    Parameter("change-feed", "on", "tables the load creates record Delta's change data feed (on) or not "
+              "(off)", ("on", "off")),
     Parameter("csv-separator", ",", "Dumpling's --csv-separator"),
     Parameter("csv-delimiter", '"', "Dumpling's --csv-delimiter"),
     Parameter("csv-null-value", "\\N", "Dumpling's --csv-null-value"),

@@ -86,6 +86,13 @@ class Compaction(Enum):
     OFF = "off"  # left to the user's own OPTIMIZE
 
 
+class ChangeFeed(Enum):
+    """Whether the mirrored tables record Delta's change data feed, which ``changes`` reads."""
+
+    ON = "on"  # delta.enableChangeDataFeed on every mirrored table
+    OFF = "off"
+
+
 class TypeChangePolicy(Enum):
     """What a MODIFY/CHANGE COLUMN that Delta cannot apply as type widening does."""
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert, generated, retype
-from ingest.apply.table import TIMESTAMP_NTZ, TableInfo, table_info
+from ingest.apply.table import TIMESTAMP_NTZ, TableInfo, feed_paused, table_info
 from ingest.lake import delta_io, sql_text
 from ingest.lake.delta_io import quote
 from ingest.model import ColumnType
@@ -33,6 +33,17 @@ def add_generated(
 ) -> None:
     """ADD or MODIFY of a VIRTUAL generated column the mirror computes: the table is rewritten with the
     column's values computed from each row, in one commit (TiDB computes them whenever a row is read)."""
+    with feed_paused(spark, path, metadata):
+        _add_generated(spark, path, change, timezone, metadata)
+
+
+def _add_generated(
+    spark: SparkSession,
+    path: str,
+    change: plan.AddColumn | plan.ChangeGenerated,
+    timezone: str,
+    metadata: str,
+) -> None:
     info = table_info(spark, path)
     column = change.column
     assert column.expression is not None
@@ -71,6 +82,13 @@ def rewrite_column(
     no row events; a value that would not convert (which TiDB would have refused) refuses the rewrite
     instead of becoming NULL. Returns why not, or None when done. TIMESTAMPs are read and written in the
     changefeed's ``timezone``."""
+    with feed_paused(spark, path, metadata):
+        return _rewrite_column(spark, path, change, old, timezone, metadata)
+
+
+def _rewrite_column(
+    spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str, metadata: str
+) -> str | None:
     rows = delta_io.read(spark, path)
     column = F.col(quote(change.name))
     with session_confs(spark, {"spark.sql.session.timeZone": timezone}):

@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
+from contextlib import nullcontext
 from decimal import Decimal
 
 import orjson
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -24,12 +25,15 @@ from ingest.apply import convert, retype
 from ingest.apply.rewrite import add_generated, rewrite_column
 from ingest.apply.table import (
     AUTO_COMPACT,
+    CHANGE_FEED,
     COLUMN_MAPPING,
     TABLE_PROPERTIES,
     TYPE_WIDENING,
     TableInfo,
     enable_features,
     features_for_type,
+    feed_paused,
+    keeps_feed_readable,
     needs_column_mapping,
     table_exists,
     table_info,
@@ -71,6 +75,7 @@ def create_table(
     partitioning: Partitioning | None = None,
     compaction: bool = True,
     unique_keys: UniqueKeys | None = None,
+    change_feed: bool = True,
 ) -> None:
     """Create the Delta table for an upstream table; ``replace`` gives a retired name a new table.
 
@@ -84,6 +89,8 @@ def create_table(
     commit_ts = free_commit_ts_column(c.name for c in schema.columns)
     fields.append(_commit_ts_field(commit_ts))
     properties = _mirror_properties(schema.key, table, compaction, commit_ts)
+    if change_feed:
+        properties[CHANGE_FEED[0]] = CHANGE_FEED[1]
     if needs_column_mapping(c.name for c in schema.columns):
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
     if partitioning is not None:
@@ -93,10 +100,16 @@ def create_table(
     generated = {c.name: c.expression for c in schema.columns if c.virtual and c.expression is not None}
     if generated:
         properties[PROPERTY_GENERATED] = orjson.dumps(generated).decode()
-    with committing(spark, metadata):
-        delta_io.create_table(
-            spark, path, T.StructType(fields), properties=properties, replace=replace and exists
-        )
+    replacing = (
+        feed_paused(spark, path, metadata, resume=change_feed) if replace and exists else nullcontext()
+    )
+    with replacing as paused:
+        if paused:  # and column mapping stays on, so the feed before the replacement stays readable
+            properties |= dict([(CHANGE_FEED[0], "false"), COLUMN_MAPPING])
+        with committing(spark, metadata):
+            delta_io.create_table(
+                spark, path, T.StructType(fields), properties=properties, replace=replace and exists
+            )
     logger.info("created Delta table %s at %s, key %s", table, path, ", ".join(schema.key))
 
 
@@ -383,7 +396,9 @@ def change_type(
         return rewrite_column(spark, path, change, old, timezone, metadata)
     with committing(spark, metadata):
         if plan_.how is retype.Retype.WIDEN:
-            enable_features(spark, path, TYPE_WIDENING, *features_for_type(target))
+            enable_features(
+                spark, path, TYPE_WIDENING, *features_for_type(target), *keeps_feed_readable(info)
+            )
             delta_io.change_column_type(spark, path, change.name, target)
         delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
     return None
@@ -438,6 +453,23 @@ def copy_table(
         properties[PROPERTY_UNIQUE_KEYS] = source.unique_keys.to_json()
     if source.generated:  # and the columns the mirror computes
         properties[PROPERTY_GENERATED] = orjson.dumps(dict(source.generated)).decode()
+    # Made with the feed off, turned on after it: Delta refuses a copy of a table that renamed or dropped a
+    # column (its columns' mapped names come with the rows) into a table whose feed is on.
+    replacing = feed_paused(spark, path, metadata, resume=False) if exists else nullcontext()
+    with replacing as paused:
+        if paused:  # column mapping stays on, so the feed before the copy stays readable
+            properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
+        _write_copy(spark, path, rows, properties, metadata, with_rows=with_rows, exists=exists)
+    if source.change_feed:
+        with committing(spark, metadata):
+            delta_io.set_properties(spark, path, dict([CHANGE_FEED]))
+    return True
+
+
+def _write_copy(
+    spark: SparkSession, path: str, rows: DataFrame, properties: dict[str, str], metadata: str, *,
+    with_rows: bool, exists: bool,
+) -> None:  # fmt: skip
     if with_rows:
         delta_io.ensure_schema(spark, path)
         writer = rows.writeTo(sql_text.table_ref(path)).using("delta")
@@ -445,10 +477,9 @@ def copy_table(
             writer = writer.tableProperty(name, value)
         with committing(spark, metadata), delta_io.catalog_naming(path):
             writer.createOrReplace()
-        return True
+        return
     with committing(spark, metadata):
         delta_io.create_table(spark, path, rows.schema, properties=properties, replace=exists)
-    return True
 
 
 PROPERTY_COLUMN_DEFAULTS = "ticdc.columnDefaults"

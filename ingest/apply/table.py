@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import orjson
@@ -16,7 +17,7 @@ from pyspark.sql import types as T
 
 from ingest.apply import convert
 from ingest.lake import delta_io
-from ingest.model import ColumnType
+from ingest.model import ColumnType, TableState
 from ingest.plan import partitions
 from ingest.plan.keys import UniqueKeys
 from ingest.plan.partitions import Partitioning
@@ -29,6 +30,9 @@ from ingest.state.table_state import (
     PROPERTY_RETIRED,
     PROPERTY_UNIQUE_KEYS,
     commit_ts_column,
+    committing,
+    paused_metadata,
+    state_to_metadata,
 )
 
 logger = logging.getLogger(__name__)
@@ -56,6 +60,9 @@ COLUMN_MAPPING = ("delta.columnMapping.mode", "name")
 TYPE_WIDENING = ("delta.enableTypeWidening", "true")
 # DATETIME columns (TIMESTAMP_NTZ): Delta turns it on by itself only when a table is created with one.
 TIMESTAMP_NTZ = ("delta.feature.timestampNtz", "supported")
+# Delta's change data feed: what ``changes`` reads to answer what changed between two TSOs. A MERGE that
+# updates or deletes rows writes their before-images beside its data files (docs/benchmarks.md: its cost).
+CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
 # Characters Delta refuses in a column name unless the table maps column names.
 _UNMAPPED_NAME_CHARS = set(" ,;{}()\n\t=")
 
@@ -76,6 +83,7 @@ class TableInfo:
     unique_keys: UniqueKeys | None = None  # None: never recorded
     commit_ts_column: str = COMMIT_TS_COLUMN  # our column: the commit TSO of the change that wrote the row
     generated: Mapping[str, str] = dataclasses.field(default_factory=dict)  # VIRTUAL column -> expression
+    change_feed: bool = False  # Delta's change data feed on
 
     @property
     def columns(self) -> list[str]:
@@ -102,9 +110,11 @@ def table_info(spark: SparkSession, path: str, version: int | None = None) -> Ta
     keys = properties.get(PROPERTY_UNIQUE_KEYS)
     unique_keys = UniqueKeys.from_json(keys) if keys else None
     generated = dict(orjson.loads(properties.get(PROPERTY_GENERATED, "{}")))
+    change_feed = properties.get(CHANGE_FEED[0], "false").lower() == "true"
     return TableInfo(
-        T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts, generated
-    )
+        T.StructType(fields), key, retired, partitioning, compacts, unique_keys, commit_ts, generated,
+        change_feed,
+    )  # fmt: skip
 
 
 def needs_column_mapping(names: Iterable[str]) -> bool:
@@ -136,6 +146,53 @@ def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) 
         return
     delta_io.set_properties(spark, path, dict(missing))
     logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(name for name, _ in missing))
+
+
+def record_changes(
+    spark: SparkSession, path: str, info: TableInfo, state: TableState, run_id: int
+) -> TableInfo:
+    """Turn Delta's change data feed on for a table created without it (before the mirror had the setting):
+    one commit that changes no row, carrying the table's ``state`` as it is. ``changes`` answers from here
+    on."""
+    if info.change_feed:
+        return info
+    with committing(spark, state_to_metadata(state, run_id=run_id, step="change feed on")):
+        delta_io.set_properties(spark, path, dict([CHANGE_FEED]))
+    logger.info("%s: turned on Delta's change data feed; changes can be read from this version on", path)
+    return dataclasses.replace(info, change_feed=True)
+
+
+@contextmanager
+def feed_paused(spark: SparkSession, path: str, metadata: str, *, resume: bool = True) -> Iterator[bool]:
+    """Around a REPLACE TABLE of an existing table (a rewrite, a RENAME's copy, a retired name taken again):
+    Delta refuses one while the change data feed is on once the table renamed or dropped a column, and a
+    replacement's own changes (every row deleted and inserted again) are not changes upstream made. So the
+    feed is off for it, in a commit whose step says so (``feed_paused``), and on again after it (with
+    ``resume``). Column mapping first, so the feed's older ranges stay readable under their own schema.
+    Yields whether it paused the feed (the replacement must then be made with it off, and with column
+    mapping, or Delta reads the older feed under the new table's schema). A crash in between
+    leaves it off; the table's next batch turns it on again, and the feed starts there."""
+    if not delta_io.is_delta_table(spark, path):
+        yield False
+        return
+    info = table_info(spark, path)
+    if not info.change_feed:
+        yield False
+        return
+    with committing(spark, paused_metadata(metadata)):
+        enable_features(spark, path, *keeps_feed_readable(info))
+        delta_io.set_properties(spark, path, {CHANGE_FEED[0]: "false"})
+    yield True
+    if resume:
+        with committing(spark, metadata):
+            delta_io.set_properties(spark, path, dict([CHANGE_FEED]))
+
+
+def keeps_feed_readable(info: TableInfo) -> tuple[tuple[str, str], ...]:
+    """The features a change of a column's type needs so the table's older changes stay readable: with
+    column mapping Delta reads each range of the change data feed under its own schema; without it, a type
+    widened or a table rewritten makes every range before it unreadable."""
+    return (COLUMN_MAPPING,) if info.change_feed else ()
 
 
 def features_for_type(data_type: T.DataType) -> tuple[tuple[str, str], ...]:

@@ -42,7 +42,8 @@ VIEW_TEMPLATE = "{database}__{table}"
 _TABLE_STATES = T.StructType([T.StructField("tables", T.MapType(T.StringType(), T.StructType(
     [T.StructField("applied_ts", T.LongType())])))])  # fmt: skip
 _METADATA = T.StructType([T.StructField(METADATA_KEY, T.StructType([
-    T.StructField("consistent", T.BooleanType()), T.StructField("applied_ts", T.LongType())]))])  # fmt: skip
+    T.StructField("consistent", T.BooleanType()), T.StructField("applied_ts", T.LongType()),
+    T.StructField("step", T.StringType())]))])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,10 @@ class TableAsOf:
 
     def sql(self) -> str:
         """A query that reads this version (Spark SQL, Databricks SQL)."""
-        return f"SELECT * FROM {_sql_name(self.path)} VERSION AS OF {self.version}"
+        return f"SELECT * FROM {sql_name(self.path)} VERSION AS OF {self.version}"
 
 
-def _sql_name(path: str) -> str:
+def sql_name(path: str) -> str:
     """The table as a query names it: ``delta.`path```, or its catalog name, with quotes only where a part
     needs them (``main.tidb_shop.orders``)."""
     if isinstance(path, TableName):
@@ -204,10 +205,11 @@ def runs(spark: SparkSession, state_path: str, stream_id: str) -> list[RunPoint]
     return points
 
 
-def _run_tables(spark: SparkSession, state_path: str, stream_id: str, run_id: int) -> list[TableId]:
+def run_tables(spark: SparkSession, config: IngestConfig, run_id: int) -> list[TableId]:
+    """The tables the mirror knew at a committed run (its progress row's table states)."""
     row = (
-        delta_io.read(spark, progress.progress_path(state_path))
-        .where((F.col("stream_id") == stream_id) & (F.col("run_id") == run_id))
+        delta_io.read(spark, progress.progress_path(config.state_path))
+        .where((F.col("stream_id") == config.stream_id) & (F.col("run_id") == run_id))
         .select(F.map_keys(F.from_json("state", _TABLE_STATES)["tables"]).alias("tables"))
         .first()
     )
@@ -220,10 +222,17 @@ def commits(spark: SparkSession, path: str) -> list[CommitPoint]:
     meta = F.from_json("userMetadata", _METADATA)[METADATA_KEY]
     rows = (
         delta_io.history(spark, path)
-        .select("version", meta["consistent"].alias("consistent"), meta["applied_ts"].alias("applied_ts"))
+        .select(
+            "version", "operation", meta["consistent"].alias("consistent"),
+            meta["applied_ts"].alias("applied_ts"), meta["step"].alias("step"),
+        )
         .collect()
-    )
-    return [CommitPoint(int(r["version"]), r["consistent"], int(r["applied_ts"] or 0)) for r in rows]
+    )  # fmt: skip
+    return [
+        CommitPoint(int(r["version"]), r["consistent"], int(r["applied_ts"] or 0), r["operation"] or "",
+                    r["step"] or "")
+        for r in rows
+    ]  # fmt: skip
 
 
 def resolve(
@@ -262,7 +271,7 @@ def resolve(
         tso,
         tables,
         runs(spark, config.state_path, config.stream_id),
-        lambda run_id: _run_tables(spark, config.state_path, config.stream_id, run_id),
+        lambda run_id: run_tables(spark, config, run_id),
         history,
         check,
     )
@@ -305,7 +314,7 @@ def resolve_local(
         directory = delta_log.local_dir(path)
         if directory is None or not (directory / delta_log.LOG_DIR).is_dir():
             raise AsOfRefused(f"{table}: no Delta table at {path}; check --tables and --target-path")
-        return [_commit_point(c.version, c.info.get("userMetadata")) for c in delta_log.commits(directory)]
+        return [_commit_point(c.version, c.info) for c in delta_log.commits(directory)]
 
     def check(table: TableId, path: str, version: int, g: int) -> None:
         directory = delta_log.local_dir(path)
@@ -327,16 +336,20 @@ def _parse_run(row: dict[str, Any]) -> progress.Progress:
         raise delta_log.Unreadable(f"progress run {row['run_id']}: its state does not parse: {exc}") from exc
 
 
-def _commit_point(version: int, user_metadata: object) -> CommitPoint:
-    """What our ``userMetadata`` says of a commit, read as ``from_json`` does: anything else is None/0."""
+def _commit_point(version: int, info: dict[str, Any]) -> CommitPoint:
+    """What a commit's ``commitInfo`` and our ``userMetadata`` in it say of it, read as ``from_json`` does:
+    anything else is None/0."""
+    user_metadata, operation = info.get("userMetadata"), str(info.get("operation") or "")
     ours = metadata_payload(user_metadata if isinstance(user_metadata, str) else None)
     if ours is None:
-        return CommitPoint(version, None, 0)
-    consistent, applied = ours.get("consistent"), ours.get("applied_ts")
+        return CommitPoint(version, None, 0, operation)
+    consistent, applied, step = ours.get("consistent"), ours.get("applied_ts"), ours.get("step")
     return CommitPoint(
         version,
         consistent if isinstance(consistent, bool) else None,
         applied if isinstance(applied, int) and not isinstance(applied, bool) else 0,
+        operation,
+        step if isinstance(step, str) else "",
     )
 
 
@@ -432,12 +445,12 @@ def as_of(
         wanted_ts = tso_from_datetime(moment, logical=(1 << 18) - 1)
     else:
         wanted_ts = parse_moment(None if tso is None else str(tso), time)
-    ids = None if tables is None else [t if isinstance(t, TableId) else _one(t) for t in tables]
+    ids = None if tables is None else [t if isinstance(t, TableId) else one_table(t) for t in tables]
     answer = resolve(spark, target_path, wanted_ts, ids, state_path=state_path, stream_id=stream_id)
     return answer, dataframes(spark, answer)
 
 
-def _one(name: str) -> TableId:
+def one_table(name: str) -> TableId:
     parsed = parse_tables(name)
     assert parsed is not None and len(parsed) == 1
     return parsed[0]

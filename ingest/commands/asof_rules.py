@@ -32,6 +32,8 @@ class CommitPoint:
     version: int
     consistent: bool | None
     applied_ts: int
+    operation: str = ""  # Delta's name of the commit's operation (MERGE, ADD COLUMNS, ...)
+    step: str = ""  # why the mirror made it (our userMetadata's step)
 
 
 def run_point(global_watermark: int, applied: Sequence[int]) -> int | None:

@@ -96,6 +96,33 @@ def add_as_of(commands: Commands, session: argparse.ArgumentParser) -> None:
     )
 
 
+def add_changes(commands: Commands, session: argparse.ArgumentParser) -> None:
+    changes = commands.add_parser(
+        "changes",
+        parents=[session],
+        help="what changed upstream between two TSOs or times, per table (the tables' change data feed "
+        "between the versions as-of gives for each end)",
+    )
+    _add_mirror_flags(changes)
+    start = changes.add_mutually_exclusive_group(required=True)
+    start.add_argument("--from-tso", default=None, help="the range's start, a TiDB TSO (exclusive)")
+    start.add_argument("--from-time", default=None, help="the range's start as an ISO 8601 time")
+    end = changes.add_mutually_exclusive_group()
+    end.add_argument("--to-tso", default=None, help="the range's end, a TiDB TSO (default: the newest G)")
+    end.add_argument("--to-time", default=None, help="the range's end as an ISO 8601 time")
+    changes.add_argument(
+        "--tables", default=None, help="database.table[,...] (default: every mirrored table)"
+    )
+    changes.add_argument("--net", action="store_true", help="one row per key: its last state, or a delete")
+    output = changes.add_mutually_exclusive_group()
+    output.add_argument(
+        "--sql", action="store_true", help="print the table_changes queries (and the DDLs between) to run"
+    )
+    output.add_argument(
+        "--out", default=None, metavar="DIR", help="write each table's changes as Parquet under DIR"
+    )
+
+
 def add_verify(commands: Commands, session: argparse.ArgumentParser) -> None:
     verify = commands.add_parser(
         "verify",

@@ -229,6 +229,7 @@ def _load_table(
         replace=exists,
         partitioning=partitions.from_clause(table.create.partition_by, table.create.schema),
         compaction=stream.auto_compaction,
+        change_feed=stream.records_changes,
     )
     state = TableState(applied_ts=snapshot_ts)
     if table.data_format is not None:

@@ -24,7 +24,7 @@ from ingest.apply.merge import (
     normalize,
     summarize,
 )
-from ingest.apply.table import table_exists, table_info
+from ingest.apply.table import record_changes, table_exists, table_info
 from ingest.config import IngestConfig
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import SchemaChangeRejected
@@ -313,6 +313,7 @@ def _merge_read(
     first pass when some do not convert)."""
     path, state = table.address, table.state
     info = table_info(spark, path)
+    info = record_changes(spark, path, info, state, run_id) if config.records_changes else info
     rows = dml.where((F.col("database") == table.id.schema) & (F.col("table") == table.id.table))
     newest = read.max_commit_ts
     if segment is not None and (segment.after_ts or segment.through_ts is not None):
@@ -402,6 +403,7 @@ def _create(spark: SparkSession, config: IngestConfig, follow: _Follow, absent_b
         writer.table_schema(key),
         state_to_metadata(follow.state, run_id=follow.run_id, step="create", consistent=False),
         compaction=config.auto_compaction,
+        change_feed=config.records_changes,
     )
     metadata = state_to_metadata(
         follow.state, run_id=follow.run_id, step=f"writer schema {writer.id}", consistent=False

@@ -38,7 +38,7 @@ def _create(spark: SparkSession, config: IngestConfig, path: str, change: Any, m
     apply_schema.create_table(
         spark, path, change.table, change.schema, metadata,
         replace=isinstance(change, plan.CreateTableReplacing), partitioning=change.partitioning,
-        compaction=config.auto_compaction, unique_keys=change.unique_keys,
+        compaction=config.auto_compaction, unique_keys=change.unique_keys, change_feed=config.records_changes,
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from ingest.apply.merge import (
     segment_rows,
     summarize,
 )
-from ingest.apply.table import TableInfo, table_exists, table_info
+from ingest.apply.table import TableInfo, record_changes, table_exists, table_info
 from ingest.config import IngestConfig
 from ingest.decode.codec import TypesFrom
 from ingest.errors import SchemaChangeRejected
@@ -78,6 +78,7 @@ def apply_segment(
         spark, config, path, info, table.id, in_range, rows, state, context.run_id
     ):
         info = table_info(spark, path)
+    info = record_changes(spark, path, info, state, context.run_id) if config.records_changes else info
     if not info.key:
         raise SchemaChangeRejected(f"{table.id}: the Delta table at {path} has no key columns recorded")
     cached = spark_cached(
@@ -225,6 +226,7 @@ def _create_from_dml(
         schema,
         state_to_metadata(state, run_id=run_id, step="create", consistent=False),
         compaction=config.auto_compaction,
+        change_feed=config.records_changes,
     )
     logger.warning(
         "%s: created from DML column types (no CREATE TABLE seen); a DECIMAL whose precision the DML does "
@@ -258,6 +260,7 @@ def _create_from_schema_cache(
         entry.schema,
         state_to_metadata(state, run_id=run_id, step="create", consistent=False),
         compaction=config.auto_compaction,
+        change_feed=config.records_changes,
     )
     logger.info("%s: created from the announced schema version %d", table, entry.version)
 

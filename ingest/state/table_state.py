@@ -22,7 +22,7 @@ import orjson
 from pyspark.sql import Row, SparkSession
 
 from ingest.lake import delta_io
-from ingest.model import TableState, tso_to_datetime
+from ingest.model import FEED_PAUSED, TableState, tso_to_datetime
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,15 @@ def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: 
             }
         }
     ).decode()
+
+
+def paused_metadata(metadata: str) -> str:
+    """The userMetadata of a commit that pauses a table's change data feed for a whole-table rewrite: the
+    same state, its step marked, so a reader of the feed knows the versions up to the rewrite's end hold
+    no change upstream made."""
+    payload = orjson.loads(metadata)
+    payload[METADATA_KEY]["step"] = f"{payload[METADATA_KEY].get('step', '')}{FEED_PAUSED}"
+    return orjson.dumps(payload).decode()
 
 
 def metadata_payload(text: str | None) -> dict[str, Any] | None:

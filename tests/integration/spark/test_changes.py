@@ -1,0 +1,217 @@
+"""Changes between two TSOs: the table as of the first with the changes applied is the table as of the second,
+for every pair of runs and every table (plain and netted per key), over a history of ours and over corpora
+TiCDC's own code wrote; DDLs cut the answer into segments; what cannot be answered is refused."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
+from changes_check import replay_problems
+from mirror import normalize
+from ticdc_fixture import CORPORA
+
+from ingest.cli import main
+from ingest.commands import asof, changes
+from ingest.config import IngestConfig
+from ingest.errors import AsOfRefused, ChangesRefused
+from ingest.model import TableId
+from ingest.pipeline import run_files
+from testkit.sample import SIMPLE_FOR_TESTS, Stream
+
+
+def _config(lake: Path) -> IngestConfig:
+    return asof.locate(str(lake))
+
+
+def _pairs(gs: tuple[int, ...], rng: random.Random) -> list[tuple[int, int]]:
+    """Every pair of runs, each end either G itself or a TSO between it and the next run's G."""
+    pairs = []
+    for i, a in enumerate(gs):
+        for b in gs[i + 1 :]:
+            later = [g for g in gs if g > b]
+            pairs.append((a, b if not later or rng.random() < 0.5 else rng.randrange(b, later[0])))
+    return pairs
+
+
+def test_every_pair_of_runs_replays_to_the_later_one_plain_and_net(spark, mirrored_history):
+    config = _config(mirrored_history.lake)
+    for a, b in _pairs(mirrored_history.gs, random.Random(7)):
+        assert replay_problems(spark, config, a, b) == []
+        assert replay_problems(spark, config, a, b, net=True) == []
+
+
+def test_rows_carry_the_change_type_and_the_tidb_commit_tso_of_each_change(spark, mirrored_history):
+    g1, g2, _ = mirrored_history.gs
+    frames = changes.changes(spark, str(mirrored_history.lake), g1, g2)
+    assert set(frames) == {CUSTOMERS_T, ORDERS_T, NOTES_T}
+    s = mirrored_history.stream
+    customers = {(r["id"], r["_change_type"]): r["_tidb_commit_ts"] for r in frames[CUSTOMERS_T].collect()}
+    # Run 2 updated customer 2 at tso(11) and deleted customer 3 at tso(12): the after-image says tso(11),
+    # the before-image the same; the delete the TSO its batch applied up to (G2), which is at or above it.
+    assert customers == {
+        (2, "update_preimage"): s.tso(11), (2, "update_postimage"): s.tso(11), (3, "delete"): g2,
+    }  # fmt: skip
+    assert frames[ORDERS_T].count() == 0  # untouched in run 2
+    notes = frames[NOTES_T].collect()  # created inside the range: its rows are inserts
+    assert sorted((r["id"], r["_change_type"]) for r in notes) == [
+        (1, "insert"),
+        (2, "insert"),
+        (3, "insert"),
+    ]
+
+
+def test_net_gives_one_row_per_key_as_it_ended(spark, mirrored_history):
+    g1, _, g3 = mirrored_history.gs
+    _answer, parts = changes.change_segments(spark, str(mirrored_history.lake), g1, g3, [ORDERS_T], net=True)
+    [(_segment, frame)] = parts[ORDERS_T]
+    assert [(r["order_id"], r["_change_type"]) for r in frame.collect()] == [(104, "delete")]
+
+
+def test_a_schema_change_inside_the_range_is_a_segment_with_its_ddl_and_changes_refuses_to_merge_it(
+    spark, mirrored_history
+):
+    _g1, g2, g3 = mirrored_history.gs
+    _answer, parts = changes.change_segments(spark, str(mirrored_history.lake), g2, g3, [CUSTOMERS_T])
+    segments = [s for s, _ in parts[CUSTOMERS_T]]
+    # The DDL was the first thing upstream did after G2: the answer starts with it.
+    assert segments[0].ddl and not segments[0].empty
+    added = [s for s in segments if s.ddl]
+    assert any("ADD COLUMN" in d.upper() and "points" in d for s in added for d in s.ddl), added
+    assert added[0].ddl_ts == mirrored_history.stream.tso(21)
+    # After the DDL: customer 1's points set to 7 (and the rows it filled with the default, as updates).
+    after = [r.asDict() for r in parts[CUSTOMERS_T][-1][1].collect()]
+    assert {"id": 1, "points": 7, "_change_type": "update_postimage"}.items() <= next(
+        r for r in after if r["id"] == 1 and r["_change_type"] == "update_postimage" and r["points"] == 7
+    ).items()
+    with pytest.raises(
+        ChangesRefused, match=r"shop\.customers: its schema changed inside the range, at TSO "
+    ):
+        changes.changes(spark, str(mirrored_history.lake), g2, g3, ["shop.customers"])
+    # The other tables of the same range answer.
+    assert changes.changes(spark, str(mirrored_history.lake), g2, g3, [ORDERS_T])[ORDERS_T].count() == 1
+
+
+def test_refuses_a_range_that_runs_backwards_or_ends_past_the_newest_g(spark, mirrored_history):
+    g1, g2, g3 = mirrored_history.gs
+    lake = str(mirrored_history.lake)
+    with pytest.raises(ChangesRefused, match="is after to TSO"):
+        changes.changes(spark, lake, g3, g1)
+    with pytest.raises(AsOfRefused, match="after the newest global watermark"):
+        changes.changes(spark, lake, g1, g3 + (1 << 20))
+    with pytest.raises(AsOfRefused, match="before the mirror started"):
+        changes.changes(spark, lake, g1 - (1 << 30), g2)
+
+
+def test_cli_prints_queries_that_read_the_same_rows_and_writes_parquet_with_a_manifest(
+    spark, mirrored_history, capsys, tmp_path
+):
+    g1, g2, _ = mirrored_history.gs
+    lake = str(mirrored_history.lake)
+    assert main(["changes", f"--target-path={lake}", f"--from-tso={g1}", f"--to-tso={g2}", "--sql"]) == 0
+    queries = [line for line in capsys.readouterr().out.splitlines() if line.startswith("SELECT")]
+    counts = sorted(n for q in queries if (n := spark.sql(q.rstrip(";")).count()))
+    frames = changes.changes(spark, lake, g1, g2)
+    assert counts == sorted(f.count() for f in frames.values() if f.count())
+    out = tmp_path / "out"
+    assert (
+        main(["changes", f"--target-path={lake}", f"--from-tso={g1}", f"--to-tso={g2}", f"--out={out}"]) == 0
+    )
+    manifest = json.loads((out / "_changes.json").read_text())
+    assert (manifest["from_g"], manifest["to_g"]) == (g1, g2)
+    written = spark.read.parquet(str(out / "shop" / "customers" / "0"))
+    assert sorted(map(tuple, written.select("id", "_change_type").collect())) == sorted(
+        map(tuple, frames[CUSTOMERS_T].select("id", "_change_type").collect())
+    )
+
+
+def test_a_stream_from_a_tso_gives_the_same_rows_as_the_range_to_the_end(spark, mirrored_history, tmp_path):
+    g1, _, g3 = mirrored_history.gs
+    lake = str(mirrored_history.lake)
+    for table in (ORDERS_T, NOTES_T):
+        stream = changes.changes_stream(spark, lake, table, g1)
+        sink = tmp_path / f"{table.table}-stream"
+        query = (
+            stream.writeStream.format("parquet")
+            .option("checkpointLocation", str(tmp_path / f"{table.table}-checkpoint"))
+            .trigger(availableNow=True)
+            .start(str(sink))
+        )
+        query.awaitTermination()
+        streamed = _comparable(spark.read.parquet(str(sink)).collect())
+        expected = _comparable(changes.changes(spark, lake, g1, g3, [table])[table].collect())
+        assert streamed == expected and expected, table
+
+
+def _comparable(rows) -> list[tuple]:
+    """Rows without the TSO of deletes and before-images (a stream keeps the row's own there)."""
+    found = []
+    for row in rows:
+        values = row.asDict()
+        if values["_change_type"] in ("delete", "update_preimage"):
+            values.pop("_tidb_commit_ts")
+        found.append(tuple(sorted((k, repr(normalize(v))) for k, v in values.items())))
+    return sorted(found)
+
+
+def test_a_table_created_before_the_feed_turns_it_on_at_its_next_batch_and_answers_from_there(
+    spark, run, lake
+):
+    s = Stream(tz_name="UTC")
+    t = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.insert(t, {"id": 1, "v": "a"}, s.tso(2))
+    s.watermark(s.tso(10))
+    g1 = run(s, **{"change-feed": "off"}).global_watermark
+    s.update(t, (1,), {"v": "b"}, s.tso(11))
+    s.watermark(s.tso(20))
+    run(s, **{"change-feed": "off"})
+    s.insert(t, {"id": 2, "v": "c"}, s.tso(21))
+    s.watermark(s.tso(30))
+    run(s)
+    s.delete(t, (1,), s.tso(31))
+    s.watermark(s.tso(40))
+    g4 = run(s).global_watermark
+    with pytest.raises(ChangesRefused, match=r"app\.t: its change data feed starts at version"):
+        changes.changes(spark, str(lake), g1, g4)
+    # From the version it was turned on at (the table as of G2) on, it answers.
+    config = _config(lake)
+    assert replay_problems(spark, config, s.tso(20), g4) == []
+    frames = changes.changes(spark, str(lake), s.tso(20), g4)
+    rows = frames[TableId("app", "t")].orderBy("_commit_version").collect()
+    assert [(r["id"], r["_change_type"]) for r in rows] == [
+        (2, "insert"), (1, "delete"),
+    ]  # fmt: skip
+
+
+# Kit-made corpora mirrored in several runs, each over a longer prefix of the records TiCDC wrote: every pair
+# of runs, every table, plain and net.
+CORPUS_RUNS = 3
+
+
+@pytest.fixture(scope="module", params=["tables", "columns"])
+def corpus_in_runs(request, spark, tmp_path_factory):
+    corpus = request.param
+    lines = (CORPORA[corpus] / "canal-json" / "records.jsonl").read_text().splitlines(keepends=True)
+    root = tmp_path_factory.mktemp(f"changes-{corpus}")
+    lake, records = root / "lake", root / "records.jsonl"
+    gs: list[int] = []
+    for n in range(1, CORPUS_RUNS + 1):
+        records.write_text("".join(lines[: len(lines) * n // CORPUS_RUNS]))
+        config = IngestConfig.from_params({"input": str(records), "target-path": str(lake)})
+        g = run_files(spark, config).global_watermark
+        if g and (not gs or g > gs[-1]):
+            gs.append(g)
+    return corpus, lake, tuple(gs)
+
+
+@pytest.mark.long
+def test_kit_corpora_every_pair_of_runs_replays_to_the_later_one(spark, corpus_in_runs):
+    corpus, lake, gs = corpus_in_runs
+    assert len(gs) >= 3, gs
+    config = _config(lake)
+    for a, b in _pairs(gs, random.Random(corpus)):
+        assert replay_problems(spark, config, a, b) == [], (corpus, a, b)
+        assert replay_problems(spark, config, a, b, net=True) == [], (corpus, a, b)
