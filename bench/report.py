@@ -16,6 +16,7 @@ SECTIONS = (
     "## End-to-end apply",
     "## Naive baseline",
     "## Append-only ingester",
+    "## Change data feed",
     "## Many tables",
     "## Small files",
     "## MERGE scaling",

@@ -34,6 +34,7 @@ RESULT_KEYS = (
     "status_1000_tables_s",
     "decode_vs_from_json",
     "small_files_after_1000_batches",
+    "merge_with_change_feed_vs_without",
 )
 
 
