@@ -5,13 +5,14 @@ TiCDC's own code wrote; DDLs cut the answer into segments; what cannot be answer
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
 import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
 from changes_check import replay_problems
-from mirror import normalize
+from mirror import corpus_problems, normalize
 from ticdc_fixture import CORPORA
 
 from ingest.cli import main
@@ -41,7 +42,6 @@ def test_every_pair_of_runs_replays_to_the_later_one_plain_and_net(spark, mirror
     config = _config(mirrored_history.lake)
     for a, b in _pairs(mirrored_history.gs, random.Random(7)):
         assert replay_problems(spark, config, a, b) == []
-        assert replay_problems(spark, config, a, b, net=True) == []
 
 
 def test_rows_carry_the_change_type_and_the_tidb_commit_tso_of_each_change(spark, mirrored_history):
@@ -186,12 +186,17 @@ def test_a_table_created_before_the_feed_turns_it_on_at_its_next_batch_and_answe
     ]  # fmt: skip
 
 
-# Kit-made corpora mirrored in several runs, each over a longer prefix of the records TiCDC wrote: every pair
-# of runs, every table, plain and net.
+# Kit-made corpora mirrored in several runs, each over a longer prefix of the records TiCDC wrote, which must
+# land cell for cell as in one run (the columns corpus under Canal-JSON is checked here, not in
+# test_ticdc_ddl_corpora); then, for pairs of runs and every table, the changes between them, plain and net.
+# CI checks the widest pair of the tables corpus (CREATE, DROP, RENAME, TRUNCATE) and of the columns corpus
+# (every column DDL, key changes, rewrites); CORPUS_PROFILE=full every pair of three corpora, partitions too.
 CORPUS_RUNS = 3
+FULL = os.environ.get("CORPUS_PROFILE", "ci") == "full"
+IN_RUNS = ["tables", "columns", "partitions"] if FULL else ["tables", "columns"]
 
 
-@pytest.fixture(scope="module", params=["tables", "columns"])
+@pytest.fixture(scope="module", params=IN_RUNS)
 def corpus_in_runs(request, spark, tmp_path_factory):
     corpus = request.param
     lines = (CORPORA[corpus] / "canal-json" / "records.jsonl").read_text().splitlines(keepends=True)
@@ -201,17 +206,18 @@ def corpus_in_runs(request, spark, tmp_path_factory):
     for n in range(1, CORPUS_RUNS + 1):
         records.write_text("".join(lines[: len(lines) * n // CORPUS_RUNS]))
         config = IngestConfig.from_params({"input": str(records), "target-path": str(lake)})
-        g = run_files(spark, config).global_watermark
-        if g and (not gs or g > gs[-1]):
-            gs.append(g)
-    return corpus, lake, tuple(gs)
+        result = run_files(spark, config)
+        assert result.quarantined == 0
+        gs.append(result.global_watermark)
+    assert corpus_problems(spark, config, CORPORA[corpus]) == {}
+    return corpus, lake, tuple(dict.fromkeys(gs))
 
 
 @pytest.mark.long
 def test_kit_corpora_every_pair_of_runs_replays_to_the_later_one(spark, corpus_in_runs):
     corpus, lake, gs = corpus_in_runs
-    assert len(gs) >= 3, gs
+    assert len(gs) == CORPUS_RUNS, gs
     config = _config(lake)
-    for a, b in _pairs(gs, random.Random(corpus)):
+    pairs = _pairs(gs, random.Random(corpus)) if FULL else [(gs[0], gs[-1])]
+    for a, b in pairs:
         assert replay_problems(spark, config, a, b) == [], (corpus, a, b)
-        assert replay_problems(spark, config, a, b, net=True) == [], (corpus, a, b)
