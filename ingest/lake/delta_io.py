@@ -134,12 +134,8 @@ def read(spark: SparkSession, path: str, version: int | None = None) -> DataFram
 def read_changes(spark: SparkSession, path: str, first: int, last: int) -> DataFrame:
     """The table's change data feed of versions ``first`` to ``last`` (inclusive): each changed row with
     ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
-    reader = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", int(first))
-        .option("endingVersion", int(last))
-    )
+    reader = spark.read.format("delta").option("readChangeFeed", "true")
+    reader = reader.option("startingVersion", int(first)).option("endingVersion", int(last))
     return reader.table(str(path)) if isinstance(path, TableName) else reader.load(path)
 
 
