@@ -359,13 +359,15 @@ def changes(
     answer = resolve(spark, asof.locate(target), from_tso, to_tso, _ids(tables))
     frames = {}
     for table in answer.tables:
-        ddl = [(s.ddl_ts, d) for s in table.segments if s.ddl and table.before is not None for d in s.ddl]
+        # A table created inside the range opens with its creation: only a DDL after that splits it.
+        opened = table.before is None
+        ddl = [(s.ddl_ts, d) for n, s in enumerate(table.segments) if not (n == 0 and opened) for d in s.ddl]
         if ddl:
             ts, text = ddl[0]
             raise ChangesRefused(
                 f"{table.table}: its schema changed inside the range, at TSO {ts} ({_when(ts or 0)}): "
-                f"{text}. "
-                "Read it one schema at a time with change_segments(), or ask for a range on one side of it"
+                f"{text}. Read it one schema at a time with change_segments(), or ask for a range on one "
+                "side of it"
             )
         parts = [segment_frame(spark, table, s, net) for s in table.segments]
         frames[table.table] = parts[0] if parts else _no_rows(spark, table)

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 import pytest
-from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T
+from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T, _customer
 from changes_check import replay_problems
 from mirror import corpus_problems, normalize
 from ticdc_fixture import CORPORA
@@ -21,7 +21,7 @@ from ingest.config import IngestConfig
 from ingest.errors import AsOfRefused, ChangesRefused
 from ingest.model import TableId
 from ingest.pipeline import run_files
-from testkit.sample import SIMPLE_FOR_TESTS, Stream
+from testkit.sample import ADD_POINTS, CUSTOMERS, SIMPLE_FOR_TESTS, Stream
 
 
 def _config(lake: Path) -> IngestConfig:
@@ -184,6 +184,30 @@ def test_a_table_created_before_the_feed_turns_it_on_at_its_next_batch_and_answe
     assert [(r["id"], r["_change_type"]) for r in rows] == [
         (2, "insert"), (1, "delete"),
     ]  # fmt: skip
+
+
+def test_a_table_created_inside_the_range_then_altered_is_refused_whole_and_answered_in_segments(
+    spark, run, lake
+):
+    s = Stream(tz_name="UTC")
+    notes = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.insert(notes, {"id": 1, "v": "a"}, s.tso(2))
+    s.watermark(s.tso(10))
+    g1 = run(s).global_watermark
+    customers = s.create_table(CUSTOMERS, s.tso(11))
+    s.insert(customers, _customer(1), s.tso(12))
+    s.add_column(customers, ADD_POINTS, s.tso(13), "points", "int", default=100)
+    s.update(customers, (1,), {"points": 7}, s.tso(14))
+    s.watermark(s.tso(20))
+    g2 = run(s).global_watermark
+    with pytest.raises(ChangesRefused, match=r"shop\.customers: its schema changed inside the range"):
+        changes.changes(spark, str(lake), g1, g2, [CUSTOMERS_T])
+    _, parts = changes.change_segments(spark, str(lake), g1, g2, [CUSTOMERS_T])
+    (created, first), (added, second) = parts[CUSTOMERS_T]
+    assert "CREATE TABLE" in created.ddl[0] and "ADD COLUMN" in added.ddl[0]
+    assert [(r["id"], r["_change_type"]) for r in first.collect()] == [(1, "insert")]
+    assert ("points", 7) in {(k, v) for r in second.collect() for k, v in r.asDict().items()}
+    assert replay_problems(spark, _config(lake), g1, g2) == []
 
 
 # Kit-made corpora mirrored in several runs, each over a longer prefix of the records TiCDC wrote, which must
