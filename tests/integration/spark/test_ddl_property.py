@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 
+from changes_check import replay_problems
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mirror import delta_rows, expected_rows, located
 from test_property import run_in_batches
 
+from ingest.commands import asof
 from ingest.model import TableId
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
@@ -127,3 +129,10 @@ def test_random_ddl_and_dml_mirror_upstream_at_every_applied_watermark(
     assert result.global_watermark == g
     for table in live:
         assert delta_rows(spark, str(lake), table) == expected_rows(stream, table, g), table
+    # The changes between every two of the runs' points, applied to the earlier, give the later one: the
+    # stream's replays, watermark regressions and DDLs included.
+    config = asof.locate(str(lake))
+    points = sorted({p.point for p in asof.runs(spark, config.state_path, config.stream_id)})
+    for i, a in enumerate(points):
+        for b in points[i + 1 :]:
+            assert replay_problems(spark, config, a, b) == [], (a, b)
