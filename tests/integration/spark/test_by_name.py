@@ -7,6 +7,7 @@ import random
 import uuid
 
 import pytest
+from changes_check import replay_problems
 from dumpling_export import write_export
 from kill import (
     CHILD_TIMEOUT,
@@ -26,7 +27,7 @@ from test_ticdc_ddl_corpora import BY_NAME as BY_NAME_CORPORA
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
 from ingest.apply.table import table_exists, table_info
-from ingest.commands import asof
+from ingest.commands import asof, changes
 from ingest.commands.load import load_dumpling
 from ingest.commands.resync import resync_table
 from ingest.commands.verify import verify_snapshot
@@ -204,6 +205,15 @@ def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
         normalize_row(r) for r in delta_io.read(spark, customers.path).collect()
     }
 
+    # What changed between the snapshot and the stream's end replays onto the snapshot; the SQL names the
+    # catalog tables and reads the same rows.
+    assert replay_problems(spark, config, snapshot, final) == []
+    span = changes.resolve(spark, config, snapshot, final, [customers.table]).table(customers.table)
+    [query] = [q for q in span.sql() if q.startswith("SELECT")]
+    assert f"table_changes('spark_catalog.{prefix}_shop.customers'" in query
+    expected_changes = changes.changes(spark, config, snapshot, final, [customers.table])[customers.table]
+    assert spark.sql(query.rstrip(";")).count() == expected_changes.count()
+
     before = delta_io.history(spark, customers.path, 1).first()["version"]
     result = resync_table(spark, config, customers.table)
     assert result.after.applied_ts == final
@@ -212,6 +222,12 @@ def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
     assert rows == expected_rows(s, customers.table, final)
     staged = {r.namespace for r in spark.sql(f"SHOW SCHEMAS LIKE '{prefix}_ingest_resync*'").collect()}
     assert staged == {f"{prefix}_ingest_resync", f"{prefix}_ingest_resync_state"}
+    # A range across the re-sync is refused for that table alone: its rows came from the input again.
+    refused = changes.resolve(spark, config, snapshot, final, strict=False).refused
+    assert (
+        list(refused) == [customers.table]
+        and "was rebuilt inside the range (resync of" in refused[customers.table]
+    )
 
 
 def normalize_row(row) -> tuple:
