@@ -210,6 +210,40 @@ def test_a_table_created_inside_the_range_then_altered_is_refused_whole_and_answ
     assert replay_problems(spark, _config(lake), g1, g2) == []
 
 
+def test_truncate_is_deletes_rename_opens_the_new_name_and_refuses_the_old_drop_refuses(spark, run, lake):
+    s = Stream(tz_name="UTC")
+    t = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    u = s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
+    gone = s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`gone`"), s.tso(1))
+    for table in (t, u, gone):
+        s.insert(table, {"id": 1, "v": "a"}, s.tso(2))
+        s.insert(table, {"id": 2, "v": "b"}, s.tso(2))
+    s.watermark(s.tso(10))
+    g1 = run(s).global_watermark
+    s.truncate(t, s.tso(11))
+    s.insert(t, {"id": 3, "v": "c"}, s.tso(12))
+    renamed = TableId("app", "u2")
+    s.rename_table(u, renamed, s.tso(13))
+    s.drop_table(gone, s.tso(14))
+    s.watermark(s.tso(20))
+    g2 = run(s).global_watermark
+    answer = changes.resolve(spark, _config(lake), g1, g2, strict=False)
+    assert set(answer.refused) == {u, gone}
+    assert all("was dropped or renamed away inside the range" in why for why in answer.refused.values())
+    frames = changes.changes(spark, str(lake), g1, g2, [t, renamed])
+    truncated = sorted((r["id"], r["_change_type"], r["_tidb_commit_ts"]) for r in frames[t].collect())
+    # The TRUNCATE's deletes carry the TSO its batch applied up to; the insert after it its own.
+    assert [(i, kind) for i, kind, _ in truncated] == [(1, "delete"), (2, "delete"), (3, "insert")]
+    assert truncated[2][2] == s.tso(12) and truncated[0][2] >= s.tso(11)
+    assert sorted((r["id"], r["_change_type"]) for r in frames[renamed].collect()) == [
+        (1, "insert"),
+        (2, "insert"),
+    ]
+    with pytest.raises(ChangesRefused, match=r"app\.gone: was dropped or renamed away"):
+        changes.changes(spark, str(lake), g1, g2, [gone])
+    assert replay_problems(spark, _config(lake), g1, g2) == []
+
+
 # Kit-made corpora mirrored in several runs, each over a longer prefix of the records TiCDC wrote, which must
 # land cell for cell as in one run (the columns corpus under Canal-JSON is checked here, not in
 # test_ticdc_ddl_corpora); then, for pairs of runs and every table, the changes between them, plain and net.
