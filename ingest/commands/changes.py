@@ -27,7 +27,7 @@ from ingest.commands import changes_rules as rules
 from ingest.commands.asof_rules import CommitPoint, choose_run, choose_version
 from ingest.config import IngestConfig
 from ingest.errors import ChangesRefused
-from ingest.lake import delta_io, sql_text
+from ingest.lake import delta_io, delta_log, sql_text
 from ingest.lake.names import TableName
 from ingest.model import TableId, tso_to_datetime
 from ingest.spark import get_session
@@ -273,6 +273,7 @@ def segment_frame(
         held = delta_io.read(spark, table.path, at)
         inserted = held.select("*", F.lit(INSERT).alias(CHANGE_TYPE), F.lit(at).cast("long").alias(VERSION))
         return inserted if segment.snapshot is not None else inserted.limit(0)
+    _check_files(table, segment)
     try:
         # Delta reads the feed under the table's newest schema; the segment's own is its last version's.
         columns = delta_io.read(spark, table.path, segment.last).columns
@@ -286,6 +287,24 @@ def segment_frame(
         opened = segment_frame(spark, table, ChangeSegment(0, -1, snapshot=segment.snapshot))
         rows = opened.unionByName(rows)
     return _net(rows, table.table, segment.key) if net else rows
+
+
+def _check_files(table: TableChanges, segment: ChangeSegment) -> None:
+    """Refuse a segment whose change files VACUUM removed, when the table is on this machine (elsewhere the
+    read fails with Delta's own error)."""
+    directory = None if isinstance(table.path, TableName) else delta_log.local_dir(table.path)
+    if directory is None:
+        return
+    try:
+        gone = [f for f in delta_log.feed_files(directory, segment.first, segment.last) if not f.exists()]
+    except (delta_log.Unreadable, OSError):
+        return  # not a log this reader follows: Delta's read says what is wrong
+    if gone:
+        raise ChangesRefused(
+            f"{table.table}: the changes of versions {segment.first}..{segment.last} can no longer be read: "
+            f"VACUUM removed {len(gone)} of their files (e.g. {gone[0].name}). Ask for a later range, or "
+            "keep files longer with delta.deletedFileRetentionDuration"
+        )
 
 
 def _change_tso(spark: SparkSession, table: TableChanges, rows: DataFrame, key: tuple[str, ...]) -> DataFrame:

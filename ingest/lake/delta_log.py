@@ -144,6 +144,25 @@ def files_removed_since(table: Path, version: int) -> list[Path]:
     return out
 
 
+def feed_files(table: Path, first: int, last: int) -> list[Path]:
+    """The files the change data feed of versions ``first`` to ``last`` reads: a commit's change files
+    (``cdc``) where it wrote some, else the data files it added and removed (inserts and deletes), with
+    their deletion vectors. VACUUM deletes them once they are older than its retention."""
+    out: list[Path] = []
+    for version in range(first, last + 1):
+        actions = read_commit(table, version).actions
+        changed = [a["cdc"] for a in actions if "cdc" in a]
+        if not changed:
+            changed = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+            changed = [a for a in changed if a and a.get("dataChange", True)]
+        for action in changed:
+            out.append(_data_file(table, action["path"]))
+            dv = _dv_file(table, action.get("deletionVector"))
+            if dv is not None:
+                out.append(dv)
+    return out
+
+
 def _data_file(table: Path, path: str) -> Path:
     if "://" in path or path.startswith("file:"):
         local = local_dir(path)

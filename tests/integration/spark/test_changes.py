@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T, _customer
 from changes_check import replay_problems
-from mirror import corpus_problems, normalize
+from mirror import corpus_problems, located, normalize
 from ticdc_fixture import CORPORA
 
 from ingest.cli import main
@@ -241,6 +242,45 @@ def test_truncate_is_deletes_rename_opens_the_new_name_and_refuses_the_old_drop_
     ]
     with pytest.raises(ChangesRefused, match=r"app\.gone: was dropped or renamed away"):
         changes.changes(spark, str(lake), g1, g2, [gone])
+    assert replay_problems(spark, _config(lake), g1, g2) == []
+
+
+def test_changes_whose_files_vacuum_removed_are_refused_naming_the_table(spark, mirrored_history, tmp_path):
+    g1, g2, _ = mirrored_history.gs
+    lake = tmp_path / "lake"
+    shutil.copytree(mirrored_history.lake, lake)
+    customers = located(lake, CUSTOMERS_T)
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{customers}` RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    with pytest.raises(ChangesRefused, match=r"shop\.customers: the changes of versions .* VACUUM removed"):
+        changes.changes(spark, str(lake), g1, g2, [CUSTOMERS_T])
+    assert changes.changes(spark, str(lake), g1, g2, [ORDERS_T])[ORDERS_T].count() == 0  # untouched
+
+
+def test_a_swap_of_two_tables_is_a_segment_with_the_renames(spark, run, lake):
+    s = Stream(tz_name="UTC")
+    a = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    b = s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`b`"), s.tso(1))
+    s.insert(a, {"id": 1, "v": "in a"}, s.tso(2))
+    s.insert(b, {"id": 2, "v": "in b"}, s.tso(2))
+    s.watermark(s.tso(10))
+    g1 = run(s).global_watermark
+    tmp = TableId("app", "tmp")
+    s.rename_table(a, tmp, s.tso(11))
+    s.rename_table(b, a, s.tso(12))
+    s.rename_table(tmp, b, s.tso(13))
+    s.insert(a, {"id": 3, "v": "new in a"}, s.tso(14))
+    s.watermark(s.tso(20))
+    g2 = run(s).global_watermark
+    _, parts = changes.change_segments(spark, str(lake), g1, g2, [a])
+    *_, (last, frame) = parts[a]
+    assert any("RENAME TABLE" in d.upper() for d in last.ddl), last
+    assert [(r["id"], r["_change_type"]) for r in frame.collect()] == [(3, "insert")]
+    with pytest.raises(ChangesRefused, match=r"app\.t: its schema changed inside the range"):
+        changes.changes(spark, str(lake), g1, g2, [a])
     assert replay_problems(spark, _config(lake), g1, g2) == []
 
 
