@@ -33,6 +33,7 @@ from ingest.apply.table import (
     enable_features,
     features_for_type,
     feed_paused,
+    feed_possible,
     keeps_feed_readable,
     needs_column_mapping,
     table_exists,
@@ -58,6 +59,7 @@ from ingest.state.table_state import (
     PROPERTY_UNIQUE_KEYS,
     committing,
     free_commit_ts_column,
+    paused_metadata,
     session_confs,
 )
 
@@ -89,7 +91,7 @@ def create_table(
     commit_ts = free_commit_ts_column(c.name for c in schema.columns)
     fields.append(_commit_ts_field(commit_ts))
     properties = _mirror_properties(schema.key, table, compaction, commit_ts)
-    if change_feed:
+    if change_feed and feed_possible(c.name for c in schema.columns):
         properties[CHANGE_FEED[0]] = CHANGE_FEED[1]
     if needs_column_mapping(c.name for c in schema.columns):
         properties[COLUMN_MAPPING[0]] = COLUMN_MAPPING[1]
@@ -176,6 +178,9 @@ def add_column(
     position = "FIRST" if change.first else (delta_io.after(change.after) if change.after else "")
     info = table_info(spark, path)
     exists = change.column.name in info.columns
+    if not exists and info.change_feed and not feed_possible([change.column.name]):
+        with committing(spark, paused_metadata(metadata)):
+            delta_io.set_properties(spark, path, {CHANGE_FEED[0]: "false"})
     with committing(spark, metadata):
         if not exists:
             _make_way(spark, path, info, change.column.name)

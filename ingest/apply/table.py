@@ -63,6 +63,18 @@ TIMESTAMP_NTZ = ("delta.feature.timestampNtz", "supported")
 # Delta's change data feed: what ``changes`` reads to answer what changed between two TSOs. A MERGE that
 # updates or deletes rows writes their before-images beside its data files (docs/benchmarks.md: its cost).
 CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
+# Column names Delta's change data feed adds to each row: a table with an upstream column of one of them
+# cannot have the feed (Delta refuses it), nor one whose name holds a backtick (Delta's MERGE that writes the
+# feed quotes names badly and fails), so such a table goes without, and `changes` cannot read it.
+FEED_COLUMNS = frozenset({"_change_type", "_commit_version", "_commit_timestamp"})
+
+
+def feed_possible(names: Iterable[str]) -> bool:
+    """Whether Delta lets a table with these columns record its change data feed."""
+    folded = {name.casefold() for name in names}
+    return not FEED_COLUMNS & folded and not any("`" in name for name in folded)
+
+
 # Characters Delta refuses in a column name unless the table maps column names.
 _UNMAPPED_NAME_CHARS = set(" ,;{}()\n\t=")
 
@@ -154,7 +166,7 @@ def record_changes(
     """Turn Delta's change data feed on for a table created without it (before the mirror had the setting):
     one commit that changes no row, carrying the table's ``state`` as it is. ``changes`` answers from here
     on."""
-    if info.change_feed:
+    if info.change_feed or not feed_possible(info.columns):
         return info
     with committing(spark, state_to_metadata(state, run_id=run_id, step="change feed on")):
         delta_io.set_properties(spark, path, dict([CHANGE_FEED]))
