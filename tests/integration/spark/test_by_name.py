@@ -210,7 +210,7 @@ def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
     assert replay_problems(spark, config, snapshot, final) == []
     span = changes.resolve(spark, config, snapshot, final, [customers.table]).table(customers.table)
     [query] = [q for q in span.sql() if q.startswith("SELECT")]
-    assert f"table_changes('spark_catalog.{prefix}_shop.customers'" in query
+    assert f"table_changes('`spark_catalog`.`{prefix}_shop`.`customers`'" in query
     expected_changes = changes.changes(spark, config, snapshot, final, [customers.table])[customers.table]
     assert spark.sql(query.rstrip(";")).count() == expected_changes.count()
 
