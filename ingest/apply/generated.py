@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert, retype
+from ingest.apply.retype import ROW_UDF
 from ingest.model import ColumnKind, ColumnType
 from ingest.mysql import json_text as tidb_json
 from ingest.mysql.expr import Expr, Typ, typed
@@ -288,7 +289,7 @@ def _extract(document: str | None, path: str) -> str | None:
 
 
 # Plain Python functions run where the rows are; wrapped without type hints, which pyspark would otherwise
-# read as a request for a pandas UDF.
-_exact_quotient = F.udf(lambda a, b, scale: _divide(a, b, scale), T.StringType())
-_json_extract = F.udf(lambda document, path: _extract(document, path), T.StringType())
-_json_unquote = F.udf(lambda text: tidb_json.json_unquote(text), T.StringType())
+# read as a request for a pandas UDF; row at a time (retype.ROW_UDF says why).
+_exact_quotient = F.udf(lambda a, b, scale: _divide(a, b, scale), T.StringType(), **ROW_UDF)
+_json_extract = F.udf(lambda document, path: _extract(document, path), T.StringType(), **ROW_UDF)
+_json_unquote = F.udf(lambda text: tidb_json.json_unquote(text), T.StringType(), **ROW_UDF)

@@ -39,6 +39,11 @@ _FLOATS = frozenset({ColumnKind.FLOAT, ColumnKind.DOUBLE})
 _TEXTS = frozenset({ColumnKind.CHAR, ColumnKind.VARCHAR, ColumnKind.TEXT})
 _LABELS = frozenset({ColumnKind.ENUM, ColumnKind.SET})
 _BYTES = frozenset({ColumnKind.BINARY, ColumnKind.VARBINARY, ColumnKind.BLOB})
+# Our Python UDFs run row at a time. Left unsaid, pyspark picks the Arrow-batched form when the session
+# active at import has spark.sql.execution.pythonUDF.arrow.enabled (a notebook's, not the CLI's), and in
+# pyspark 4.2.0 that form hangs the task forever over a columnar scan (SPARK-58241): a rewrite of a Delta
+# table waited on its Python worker for good.
+ROW_UDF = {"useArrow": False}
 _MOMENTS = frozenset({ColumnKind.DATETIME, ColumnKind.TIMESTAMP})
 _TIME_TEXT = r"^(-?)(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?$"
 
@@ -261,7 +266,8 @@ def _has_member(members: Column, element: str) -> Column:
 
 
 # TiDB re-spells text it turns into JSON (key order, spacing, numbers): pure Python, run where the rows are.
-_json_text = F.udf(lambda text: tidb_json_text(text), T.StringType())  # no hints: not a pandas UDF
+# No hints (not a pandas UDF), row at a time.
+_json_text = F.udf(lambda text: tidb_json_text(text), T.StringType(), **ROW_UDF)
 
 
 def _label(text: Column, elements: tuple[str, ...]) -> Column:

@@ -33,18 +33,19 @@ def add_generated(
 ) -> None:
     """ADD or MODIFY of a VIRTUAL generated column the mirror computes: the table is rewritten with the
     column's values computed from each row, in one commit (TiDB computes them whenever a row is read)."""
-    with feed_paused(spark, path, metadata):
-        _add_generated(spark, path, change, timezone, metadata)
+    info = table_info(spark, path)
+    with feed_paused(spark, path, metadata, info=info):
+        _add_generated(spark, path, info, change, timezone, metadata)
 
 
 def _add_generated(
     spark: SparkSession,
     path: str,
+    info: TableInfo,
     change: plan.AddColumn | plan.ChangeGenerated,
     timezone: str,
     metadata: str,
 ) -> None:
-    info = table_info(spark, path)
     column = change.column
     assert column.expression is not None
     rows = delta_io.read(spark, path)
@@ -80,32 +81,39 @@ def rewrite_column(
     """Rewrite every row with the column's values converted as TiDB converts them (:mod:`retype`), in one
     commit, so readers see the table before or after it. TiDB converts its stored values itself and sends
     no row events; a value that would not convert (which TiDB would have refused) refuses the rewrite
-    instead of becoming NULL. Returns why not, or None when done. TIMESTAMPs are read and written in the
-    changefeed's ``timezone``."""
-    with feed_paused(spark, path, metadata):
-        return _rewrite_column(spark, path, change, old, timezone, metadata)
-
-
-def _rewrite_column(
-    spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str, metadata: str
-) -> str | None:
-    rows = delta_io.read(spark, path)
-    column = F.col(quote(change.name))
-    with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
-        value = retype.converted(column, old, change.type)
-        count, size = rows.count(), delta_io.detail(spark, path)["sizeInBytes"]
-        logger.warning(
-            "%s: rewriting all %d rows (%s bytes) for column %s: %s -> %s, as TiDB converted them",
-            path, count, size, change.name, old, change.type,
-        )  # fmt: skip
-        lost = rows.where(column.isNotNull() & value.isNull()).count()
-        if lost:
-            return f"{lost} row(s) hold values that do not convert to {change.type}"
+    instead of becoming NULL, before anything is written. Returns why not, or None when done. TIMESTAMPs
+    are read and written in the changefeed's ``timezone``."""
+    refused = _unconvertible(spark, path, change, old, timezone)
+    if refused is not None:
+        return refused
+    # The rows are read again inside the pause: turning column mapping on under a read already planned
+    # trips Delta's check that the table's schema did not change beneath it.
+    with feed_paused(spark, path, metadata), session_confs(spark, {"spark.sql.session.timeZone": timezone}):
+        rows = delta_io.read(spark, path)
+        value = retype.converted(F.col(quote(change.name)), old, change.type)
         comment = {"comment": f"tidb: {change.type}"}
         replace_table(
             spark, path, rows.withColumn(change.name, value.alias(change.name, metadata=comment)), metadata
         )
     logger.info("rewrote %s with column %s as %s", path, change.name, change.type)
+    return None
+
+
+def _unconvertible(
+    spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str
+) -> str | None:
+    """Why the column's values cannot be rewritten as ``change.type`` (None: every value converts)."""
+    column = F.col(quote(change.name))
+    with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
+        value = retype.converted(column, old, change.type)
+        lost = F.count_if(column.isNotNull() & value.isNull())
+        count, lost_count = delta_io.read(spark, path).agg(F.count(F.lit(1)), lost).first() or (0, 0)
+    if lost_count:
+        return f"{lost_count} row(s) hold values that do not convert to {change.type}"
+    logger.warning(
+        "%s: rewriting all %d rows for column %s: %s -> %s, as TiDB converted them",
+        path, count, change.name, old, change.type,
+    )  # fmt: skip
     return None
 
 

@@ -152,12 +152,16 @@ def enable_features(spark: SparkSession, path: str, *features: tuple[str, str]) 
 
     Within the caller's commit context, so the commit carries the table state like the DDL's own.
     """
-    enabled = _enabled_features(spark, path)
-    missing = [f for f in dict.fromkeys(features) if f not in enabled]
+    missing = _missing_features(spark, path, features)
     if not missing:
         return
-    delta_io.set_properties(spark, path, dict(missing))
-    logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(name for name, _ in missing))
+    delta_io.set_properties(spark, path, missing)
+    logger.info("%s: turned on Delta feature(s) %s", path, ", ".join(missing))
+
+
+def _missing_features(spark: SparkSession, path: str, features: Iterable[tuple[str, str]]) -> dict[str, str]:
+    enabled = _enabled_features(spark, path)
+    return dict(f for f in dict.fromkeys(features) if f not in enabled)
 
 
 def record_changes(
@@ -175,7 +179,9 @@ def record_changes(
 
 
 @contextmanager
-def feed_paused(spark: SparkSession, path: str, metadata: str, *, resume: bool = True) -> Iterator[bool]:
+def feed_paused(
+    spark: SparkSession, path: str, metadata: str, *, resume: bool = True, info: TableInfo | None = None
+) -> Iterator[bool]:
     """Around a REPLACE TABLE of an existing table (a rewrite, a RENAME's copy, a retired name taken again):
     Delta refuses one while the change data feed is on once the table renamed or dropped a column, and a
     replacement's own changes (every row deleted and inserted again) are not changes upstream made. So the
@@ -183,17 +189,16 @@ def feed_paused(spark: SparkSession, path: str, metadata: str, *, resume: bool =
     ``resume``). Column mapping first, so the feed's older ranges stay readable under their own schema.
     Yields whether it paused the feed (the replacement must then be made with it off, and with column
     mapping, or Delta reads the older feed under the new table's schema). A crash in between
-    leaves it off; the table's next batch turns it on again, and the feed starts there."""
-    if not delta_io.is_delta_table(spark, path):
+    leaves it off; the table's next batch turns it on again, and the feed starts there. ``info``: the
+    table's, when the caller has read it."""
+    if info is None:
+        info = table_info(spark, path) if delta_io.is_delta_table(spark, path) else None
+    if info is None or not info.change_feed:
         yield False
         return
-    info = table_info(spark, path)
-    if not info.change_feed:
-        yield False
-        return
-    with committing(spark, paused_metadata(metadata)):
-        enable_features(spark, path, *keeps_feed_readable(info))
-        delta_io.set_properties(spark, path, {CHANGE_FEED[0]: "false"})
+    with committing(spark, paused_metadata(metadata)):  # one commit: the features and the pause
+        features = _missing_features(spark, path, keeps_feed_readable(info))
+        delta_io.set_properties(spark, path, {**features, CHANGE_FEED[0]: "false"})
     yield True
     if resume:
         with committing(spark, metadata):

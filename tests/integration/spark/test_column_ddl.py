@@ -158,13 +158,16 @@ def test_a_type_change_rewrites_every_row_by_default_or_refuses(spark, run, lake
     }
     assert rows == {1: "5", 2: None, 3: "seven"}  # MySQL renders INT 5 as '5'
     assert schema(spark, lake)["qty"] == "string"
-    # Back to INT: 'seven' has no INT value, so the rewrite refuses instead of writing NULL.
+    # Back to INT: 'seven' has no INT value, so the rewrite refuses instead of writing NULL, and writes
+    # nothing at all (not even the pause of the change data feed a rewrite makes).
+    before = DeltaTable.forPath(spark, located(lake, m)).history(1).collect()[0]["version"]
     s.modify_column(m, "qty", "int(11)", s.tso(6))
     s.watermark(s.tso(7))
     with pytest.raises(
         TablesStopped, match=r"1 row\(s\) hold values that do not convert.*policy \"rewrite\""
     ):
         run(s)
+    assert DeltaTable.forPath(spark, located(lake, m)).history(1).collect()[0]["version"] == before
 
 
 @pytest.mark.parametrize("protocol", ["canal-json", "simple"])

@@ -136,3 +136,22 @@ def test_timestamps_across_a_dst_change_keep_their_instant(spark, run, lake):
     rows = delta_rows(spark, str(lake), TYPES)
     # 01:30 EST and 03:30 EDT on the spring-forward day are one hour apart, not two.
     assert (rows[(5,)]["ts"] - rows[(4,)]["ts"]).total_seconds() == 3600
+
+
+@pytest.mark.parametrize("module", ["ingest.apply.retype", "ingest.apply.generated"])
+def test_python_udfs_run_row_at_a_time_whichever_session_is_active_when_they_are_made(spark, module):
+    """Imported while a session with Arrow-optimized Python UDFs is active (a notebook imports after its
+    session exists), pyspark would make our UDFs Arrow-batched, a form that hangs a task forever in
+    pyspark 4.2.0 (SPARK-58241; a TEXT -> JSON rewrite did). The module is executed afresh here, under such
+    a session, without replacing the one every other test uses."""
+    import importlib.util
+
+    from pyspark.util import PythonEvalType
+
+    spark.conf.set("spark.sql.execution.pythonUDF.arrow.enabled", "true")
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.loader is not None
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    udfs = {name: value.evalType for name, value in vars(fresh).items() if hasattr(value, "evalType")}
+    assert udfs and set(udfs.values()) == {PythonEvalType.SQL_BATCHED_UDF}, udfs
