@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from changes_check import replay_problems
+from changes_check import replay_problems, stream_problems
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mirror import delta_rows, expected_rows, located
@@ -136,3 +136,5 @@ def test_random_ddl_and_dml_mirror_upstream_at_every_applied_watermark(
     for i, a in enumerate(points):
         for b in points[i + 1 :]:
             assert replay_problems(spark, config, a, b) == [], (a, b)
+    # And a stream from the first point, run to the end, for every table that kept its schema since.
+    assert stream_problems(spark, config, points[0], root) == []

@@ -16,9 +16,10 @@ from mirror import delta_rows, expected_rows, located
 from pyspark.sql import functions as F
 
 from ingest.cli import main
+from ingest.commands import changes
 from ingest.commands.load import load_dumpling
 from ingest.config import IngestConfig
-from ingest.errors import ConfigError
+from ingest.errors import ChangesRefused, ConfigError
 from ingest.lake import delta_io
 from ingest.load_config import LoadConfig
 from ingest.model import TableId
@@ -221,3 +222,9 @@ def test_cli_load_refuses_a_second_load_unless_forced(spark, tmp_path, capsys):
     assert main(["load", "--input", str(newer), "--target-path", str(lake), "--force"]) == 0
     assert delta_rows(spark, str(lake), table) == expected_rows(s, table, s.tso(5))
     assert table_state.read_table_state(spark, _table_path(lake, table)).applied_ts == s.tso(5)
+    # The changes across the forced load are refused for the table: its rows came from the export again.
+    config = IngestConfig.from_params({"input": str(newer), "target-path": str(lake)})
+    refused = changes.resolve(spark, config, snapshot, s.tso(5), strict=False).refused
+    assert list(refused) == [table] and "was rebuilt inside the range (initial load" in refused[table]
+    with pytest.raises(ChangesRefused, match=r"app\.\w+: was rebuilt inside the range \(initial load"):
+        changes.changes(spark, config, snapshot, s.tso(5))
