@@ -102,7 +102,8 @@ def rewrite_column(
 def _unconvertible(
     spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str
 ) -> str | None:
-    """Why the column's values cannot be rewritten as ``change.type`` (None: every value converts)."""
+    """Why the column's values cannot be rewritten as ``change.type`` (None: every value converts, and the
+    rewrite to come is logged with the table's row count)."""
     column = F.col(quote(change.name))
     with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
         value = retype.converted(column, old, change.type)
