@@ -193,7 +193,7 @@ def local_session(
     packages = [delta_package(pyspark.__version__), kafka_package(pyspark.__version__), *extra_packages]
     ivy_dir = cache_dir / "ivy"
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in local_conf(cache_dir, packages).items():
+    for key, value in local_conf(cache_dir, packages, partitions=local_cores(master)).items():
         builder = builder.config(key, value)
     builder = builder.config("spark.driver.memory", driver_memory)
     if warehouse_dir is not None:
@@ -232,11 +232,22 @@ def persistent_catalog_conf(warehouse_dir: str) -> dict[str, str]:
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 
 
-def local_conf(cache_dir: Path = DEFAULT_CACHE_DIR, packages: Sequence[str] = ()) -> dict[str, str]:
+def local_cores(master: str) -> int:
+    """The task threads of a ``local[N]`` master; 2 for any other (``local``, ``local[*]``, a cluster)."""
+    inside = master.removeprefix("local[").removesuffix("]")
+    return int(inside) if master.startswith("local[") and inside.isdigit() and int(inside) > 0 else 2
+
+
+def local_conf(
+    cache_dir: Path = DEFAULT_CACHE_DIR, packages: Sequence[str] = (), partitions: int = 2
+) -> dict[str, str]:
     """The settings of a local Spark with Delta and Kafka: a local session's, and a local Connect server's.
 
     Args:
         packages: Maven coordinates to load (default: Delta and Kafka for the installed pyspark).
+        partitions: shuffles and Delta's state reconstruction; a local session's are its task threads, since
+            on data small enough for one machine a further partition is one more task per stage, whose
+            start costs more than it shares.
     """
     import pyspark
 
@@ -250,9 +261,9 @@ def local_conf(cache_dir: Path = DEFAULT_CACHE_DIR, packages: Sequence[str] = ()
         "spark.jars": str(_token_provider_jar(cache_dir)),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.shuffle.partitions": str(partitions),
+        "spark.default.parallelism": str(partitions),
+        "spark.databricks.delta.snapshotPartitions": str(partitions),
         "spark.ui.enabled": "false",
         # A local Spark talks to itself only: driver and block manager listen on loopback, not on every
         # interface of the machine.

@@ -637,7 +637,9 @@ class SparkConnectServer:
                 f"no spark-connect jar in {home / 'jars'}; reinstall pyspark {pyspark.__version__}"
             )
         conf = {
-            **local_conf(),
+            # Two task threads for its clients (the test workers share one server), each stage of a client's
+            # few rows in one partition.
+            **local_conf(partitions=1),
             "spark.master": "local[2]",
             "spark.app.name": "ticdc-ingest Spark Connect server",
             "spark.driver.memory": self.driver_memory,

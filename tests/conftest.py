@@ -109,8 +109,13 @@ def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from ingest.spark import local_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # One task thread and one partition: two workers share the runner's two cores, and a test's data is a
+    # few rows, where a second partition is a second task (and Python worker) per stage that only costs.
+    # The `several_partitions` fixture gives a test 3 partitions back, for what only a split can show.
     session = local_session(
-        app_name="ticdc-ingest-tests", warehouse_dir=str(tmp_path_factory.mktemp("warehouse"))
+        app_name="ticdc-ingest-tests",
+        warehouse_dir=str(tmp_path_factory.mktemp("warehouse")),
+        master="local[1]",
     )
     # Delta keeps each table path's log and cached snapshot for an hour, up to 10,000 paths: right for a
     # mirror's few hundred tables, but every test writes tables at new paths, so one worker's JVM would hold
@@ -119,6 +124,22 @@ def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     yield session
     if not _connect_started:
         session.stop()
+
+
+SPLIT_CONFS = ("spark.sql.shuffle.partitions", "spark.databricks.delta.snapshotPartitions")
+
+
+@pytest.fixture(scope="module")
+def several_partitions(spark: object) -> Iterator[None]:
+    """Shuffles and Delta's state reconstruction in 3 partitions for the module's tests (the session has 1),
+    so a step that wrongly relies on one partition's order is seen. Module-wide: Hypothesis tests cannot
+    take a fixture made anew for each test."""
+    before = {key: spark.conf.get(key) for key in SPLIT_CONFS}
+    for key in SPLIT_CONFS:
+        spark.conf.set(key, "3")
+    yield
+    for key, value in before.items():
+        spark.conf.set(key, value)
 
 
 @pytest.fixture(scope="session")
@@ -193,7 +214,7 @@ def connect_spark(connect_server: object) -> Iterator[object]:
 
     _stop_classic_spark()
     _connect_started.append(True)
-    url = connect_server.url  # type: ignore[attr-defined]
+    url = connect_server.url
     # What a user sets: the CLI (main(...)), notebooks' kernels and subprocesses get the Connect session too.
     os.environ["SPARK_REMOTE"] = url
     session = remote_session(url)

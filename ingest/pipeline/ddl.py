@@ -108,8 +108,9 @@ def apply_ddl(
             raise outcome.reject(str(exc)) from exc
         if refused is not None:
             raise outcome.reject(refused)
-    outcome.record(changes, skipped)
-    if table_exists(spark, path):
+    exists = table_exists(spark, path)
+    outcome.record(changes, skipped, exists)
+    if exists:
         step = f"ddl {ddl.commit_ts}: {ddl.identity[:200]}"
         metadata = state_to_metadata(applied, run_id=context.run_id, step=step)
         apply_schema.mark_applied(spark, path, applied.applied_ts, metadata)
@@ -188,7 +189,8 @@ class _Outcome:
             commit_ts=self.ddl.commit_ts,
         )
 
-    def record(self, changes: list[plan_schema.SchemaChange], skipped: str) -> None:
+    def record(self, changes: list[plan_schema.SchemaChange], skipped: str, exists: bool) -> None:
+        """``exists``: whether the table is there after the DDL."""
         only_recorded = all(isinstance(c, plan_schema.RecordOnly) for c in changes)
         action = (
             ddl_history.SKIPPED if skipped else ddl_history.RECORDED if only_recorded else ddl_history.APPLIED
@@ -197,9 +199,7 @@ class _Outcome:
             type(c).__name__ + (f": {c.reason}" if isinstance(c, plan_schema.RecordOnly) else "")
             for c in changes
         )
-        path = self.table.address
-        exists = table_exists(self.spark, path)
-        after = table_info(self.spark, path).schema.simpleString() if exists else None
+        after = table_info(self.spark, self.table.address).schema.simpleString() if exists else None
         self._record(action, detail, after)
 
     def _record(self, action: str, detail: str, schema_after: str | None) -> None:

@@ -81,11 +81,13 @@ class Listed:
         self.floor = floor
         self._ranks: dict[_Key, int] | None = None
         self._lock = threading.Lock()
+        self.table_made = False  # the history table is known to exist: no entry asks again
 
     def _load(self, spark: SparkSession) -> dict[_Key, int]:
         if self._ranks is None:
             history = read(spark, self.state_path)
             rows = []
+            self.table_made = history is not None
             if history is not None:
                 condition = (F.col("commit_ts") >= self.floor) & F.col("table").isin(self.tables)
                 rows = history.where(condition).select("table", "commit_ts", "sql", "action").collect()
@@ -134,9 +136,11 @@ def record(
     )
     path = history_path(state_path)
     new = spark.createDataFrame([row], SCHEMA)
-    with exclusive_write(spark):  # tables applied in parallel take turns at creating it
-        if not delta_io.prepare_to_create(spark, path):
-            delta_io.create_table(spark, path, SCHEMA, properties=PROPERTIES)
+    if not listed.table_made:
+        with exclusive_write(spark):  # tables applied in parallel take turns at creating it
+            if not delta_io.prepare_to_create(spark, path):
+                delta_io.create_table(spark, path, SCHEMA, properties=PROPERTIES)
+        listed.table_made = True
     # Appends to one Delta table never conflict, so tables applied in parallel record at the same time. A
     # plain append: a Delta transaction id would make each one rebuild the table's list of ids (a Spark job).
     with committing(spark, f"ddl history: {table} at {ddl.commit_ts}"):

@@ -42,3 +42,18 @@ def test_the_warehouse_is_a_session_flag_not_a_mirror_parameter():
     params = _params(args)
     assert "warehouse" not in params and params["target-catalog"] == "c"
     assert _without_subcommand(["--warehouse=wh", "--input=in"])
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"), [("local[1]", 1), ("local[4]", 4), ("local[*]", 2), ("local", 2), ("local[0]", 2)]
+)
+def test_a_local_session_splits_small_data_into_as_many_partitions_as_it_has_task_threads(master, cores):
+    from ingest.spark import local_conf, local_cores
+
+    conf = local_conf(packages=["x:y:1"], partitions=local_cores(master))
+    split = (
+        "spark.sql.shuffle.partitions",
+        "spark.default.parallelism",
+        "spark.databricks.delta.snapshotPartitions",
+    )
+    assert {conf[key] for key in split} == {str(cores)}

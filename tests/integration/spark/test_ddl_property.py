@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from changes_check import replay_problems, stream_problems
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,9 @@ from test_property import run_in_batches
 from ingest.commands import asof
 from ingest.model import TableId
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
+
+# Random streams are where an order kept only within one partition would show.
+pytestmark = pytest.mark.usefixtures("several_partitions")
 
 # Sized for CI's time budget; HYPOTHESIS_PROFILE=explore draws many more.
 EXAMPLES = 3 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 40

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import orjson
+import pytest
 from delta.tables import DeltaTable
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,9 @@ from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state.table_state import METADATA_KEY
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
+
+# Random streams are where an order kept only within one partition would show.
+pytestmark = pytest.mark.usefixtures("several_partitions")
 
 TABLES = [TableId("app", "t"), TableId("app", "u")]
 KEYS = st.integers(1, 5)
