@@ -98,6 +98,10 @@ def cached(frame: DataFrame) -> DataFrame:
     return frame if on_serverless() else frame.persist()
 
 
+# The master of a local session the CLI starts (default ``local[2]``): ``local[8]`` on a larger machine.
+LOCAL_MASTER_ENV = "TICDC_INGEST_MASTER"
+
+
 def get_session(
     *,
     app_name: str = "ticdc-ingest",
@@ -113,6 +117,8 @@ def get_session(
         remote: a Spark Connect URL (``sc://host:port``, the ``--spark-remote`` option); without it,
             ``SPARK_REMOTE`` from the environment. Then nothing is set on the session: no master, jars or
             JVM options, which the Connect server owns.
+
+    A local session's master is ``TICDC_INGEST_MASTER`` from the environment, else ``local[2]``.
     """
     if on_databricks():
         active = SparkSession.getActiveSession()
@@ -122,9 +128,12 @@ def get_session(
     url = remote or os.environ.get("SPARK_REMOTE")
     if url:
         return remote_session(url, app_name=app_name)
+    master = os.environ.get(LOCAL_MASTER_ENV) or "local[2]"
     if catalog_warehouse is not None:
-        return local_session(app_name=app_name, warehouse_dir=catalog_warehouse, persistent_catalog=True)
-    return local_session(app_name=app_name, warehouse_dir=warehouse_dir)
+        return local_session(
+            app_name=app_name, warehouse_dir=catalog_warehouse, persistent_catalog=True, master=master
+        )
+    return local_session(app_name=app_name, warehouse_dir=warehouse_dir, master=master)
 
 
 def remote_session(url: str, *, app_name: str = "ticdc-ingest") -> SparkSession:

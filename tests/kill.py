@@ -51,9 +51,10 @@ def child_env() -> dict[str, str]:
     runner that CPU is taken from the other tests; C1 alone runs the same code (the JIT tier changes speed,
     never behaviour). C1 alone also shrinks the JVM's code cache from 240 MiB to 48 MiB, which a kernel JVM
     running several notebooks fills ("Out of space in CodeCache for method handle intrinsic" then fails a
-    Spark job), so the cache keeps its usual size.
+    Spark job), so the cache keeps its usual size. One task thread and partition, as the test session's
+    (tests/conftest.py).
     """
-    return {**os.environ, "JDK_JAVA_OPTIONS": CHILD_JAVA_OPTIONS}
+    return {**os.environ, "JDK_JAVA_OPTIONS": CHILD_JAVA_OPTIONS, "TICDC_INGEST_MASTER": "local[1]"}
 
 
 CHILD_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"

@@ -57,3 +57,16 @@ def test_a_local_session_splits_small_data_into_as_many_partitions_as_it_has_tas
         "spark.databricks.delta.snapshotPartitions",
     )
     assert {conf[key] for key in split} == {str(cores)}
+
+
+def test_a_local_session_runs_on_the_master_the_environment_names(monkeypatch):
+    from ingest import spark as spark_module
+
+    made: list[dict] = []
+    monkeypatch.setattr(spark_module, "local_session", lambda **kw: made.append(kw))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    monkeypatch.delenv(spark_module.LOCAL_MASTER_ENV, raising=False)
+    spark_module.get_session()
+    monkeypatch.setenv(spark_module.LOCAL_MASTER_ENV, "local[8]")
+    spark_module.get_session(catalog_warehouse="w")
+    assert [m["master"] for m in made] == ["local[2]", "local[8]"]
