@@ -214,7 +214,7 @@ def connect_spark(connect_server: object) -> Iterator[object]:
 
     _stop_classic_spark()
     _connect_started.append(True)
-    url = connect_server.url
+    url = connect_server.url  # type: ignore[attr-defined]
     # What a user sets: the CLI (main(...)), notebooks' kernels and subprocesses get the Connect session too.
     os.environ["SPARK_REMOTE"] = url
     session = remote_session(url)
