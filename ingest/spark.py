@@ -98,7 +98,8 @@ def cached(frame: DataFrame) -> DataFrame:
     return frame if on_serverless() else frame.persist()
 
 
-# The master of a local session the CLI starts (default ``local[2]``): ``local[8]`` on a larger machine.
+LOCAL_MASTER = "local[2]"
+# The master of a local session the CLI starts, in place of LOCAL_MASTER: ``local[8]`` on a larger machine.
 LOCAL_MASTER_ENV = "TICDC_INGEST_MASTER"
 
 
@@ -128,7 +129,7 @@ def get_session(
     url = remote or os.environ.get("SPARK_REMOTE")
     if url:
         return remote_session(url, app_name=app_name)
-    master = os.environ.get(LOCAL_MASTER_ENV) or "local[2]"
+    master = os.environ.get(LOCAL_MASTER_ENV) or LOCAL_MASTER
     if catalog_warehouse is not None:
         return local_session(
             app_name=app_name, warehouse_dir=catalog_warehouse, persistent_catalog=True, master=master
@@ -178,7 +179,7 @@ def _jvm_output_to_stderr() -> Iterator[None]:
 def local_session(
     *,
     app_name: str = "ticdc-ingest",
-    master: str = "local[2]",
+    master: str = LOCAL_MASTER,
     warehouse_dir: str | None = None,
     extra_packages: Sequence[str] = (),
     cache_dir: Path = DEFAULT_CACHE_DIR,

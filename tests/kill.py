@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.model import TableId
+from ingest.spark import LOCAL_MASTER_ENV
 from testkit.local_services import watch
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
@@ -54,7 +55,7 @@ def child_env() -> dict[str, str]:
     Spark job), so the cache keeps its usual size. One task thread and partition, as the test session's
     (tests/conftest.py).
     """
-    return {**os.environ, "JDK_JAVA_OPTIONS": CHILD_JAVA_OPTIONS, "TICDC_INGEST_MASTER": "local[1]"}
+    return {**os.environ, "JDK_JAVA_OPTIONS": CHILD_JAVA_OPTIONS, LOCAL_MASTER_ENV: "local[1]"}
 
 
 CHILD_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
