@@ -123,9 +123,9 @@ def _dispatch(args: argparse.Namespace, kafka_options: dict[str, str]) -> int:
 
         return asof.command(args, warehouse)
     if args.command == "changes":
-        from ingest.commands import changes
+        from ingest.commands import changes_out
 
-        return changes.command(args, warehouse)
+        return changes_out.command(args, warehouse)
     if args.command == "verify":
         from ingest.commands import verify
 

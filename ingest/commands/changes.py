@@ -1,44 +1,42 @@
 """What changed upstream between two TiDB timestamps, table by table: the mirror's change data feed between
-the versions ``as-of`` resolves each end to. I/O; the rules are in ``ingest.commands.changes_rules``.
+the versions ``as-of`` resolves each end to. I/O; the rules are in ``ingest.commands.changes_rules`` and the
+queries, which ``--sql`` prints and everything here runs, in ``ingest.commands.changes_sql``.
 
 Each row carries the upstream columns, ``_change_type`` (insert, update_preimage, update_postimage, delete),
-the table's commit-TSO column and ``_commit_version``. Inserts and after-images carry the TiDB commit TSO of
-the change that wrote them. The mirror keeps no row for a delete, so deletes and before-images carry the TSO
-its batch applied upstream up to: the change committed above the table's previous batch and at or below it.
+the table's commit-TSO column and ``_commit_version``. Only upstream's changes are rows: what the mirror wrote
+for its own reasons (a new column's back-fill, a rewrite) is not. Inserts and after-images carry the TiDB
+commit TSO of the change that wrote them (a DDL's, for the rows a TRUNCATE or an exchanged partition changed).
+The mirror keeps no row for a delete, so deletes and before-images carry their after-image's TSO, else the
+TSO their batch applied upstream up to: the change committed above the table's previous batch and at or below
+it. ``net``: one row per key over the whole range, by its presence at both ends.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import orjson
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.apply.table import table_info
-from ingest.commands import asof, flags
+from ingest.commands import asof, changes_sql
 from ingest.commands import changes_rules as rules
 from ingest.commands.asof_rules import CommitPoint, choose_run, choose_version
 from ingest.config import IngestConfig
 from ingest.errors import ChangesRefused
-from ingest.lake import delta_io, delta_log, sql_text
+from ingest.lake import delta_io, delta_log
 from ingest.lake.names import TableName
 from ingest.model import TableId, tso_to_datetime
-from ingest.spark import get_session
 from ingest.state import ddl_history
 from ingest.state.table_state import PROPERTY_KEY_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-CHANGE_TYPE, VERSION = "_change_type", "_commit_version"
-INSERT, DELETE, BEFORE, AFTER = "insert", "delete", "update_preimage", "update_postimage"
-_DDL_STEP = re.compile(r"ddl (\d+)")
+CHANGE_TYPE, VERSION = changes_sql.CHANGE_TYPE, changes_sql.VERSION
+INSERT, DELETE, BEFORE, AFTER = changes_sql.INSERT, changes_sql.DELETE, changes_sql.BEFORE, changes_sql.AFTER
 
 
 @dataclass(frozen=True)
@@ -52,6 +50,7 @@ class ChangeSegment:
     ddl_ts: int | None = None
     snapshot: int | None = None  # a table created inside the range: its rows at this version, as inserts
     key: tuple[str, ...] = ()  # its key columns (a DDL may change them between segments)
+    columns: tuple[str, ...] = ()  # its columns, ours included, in the table's order
 
     @property
     def empty(self) -> bool:
@@ -75,24 +74,71 @@ class TableChanges:
     key: tuple[str, ...]
     commit_ts_column: str
     bounds: Mapping[int, int]  # version -> the TSO its batch applied upstream up to
+    stamps: Mapping[int, int] = field(default_factory=dict)  # version -> the TSO of the DDL that wrote it
+    own: frozenset[int] = frozenset()  # versions whose rows the mirror wrote for its own reasons
+    columns: tuple[str, ...] = ()  # at the end of the range
+    before_columns: tuple[str, ...] = ()  # at its start
+    compared: tuple[str, ...] = ()  # upstream columns of the same name and type at both ends
 
-    def sql(self) -> list[str]:
-        """Statements a Spark SQL user can run: one ``table_changes`` query per segment, DDLs as comments."""
-        function = "table_changes" if isinstance(self.path, TableName) else "table_changes_by_path"
-        name = str(self.path) if isinstance(self.path, TableName) else self.path
+    def query(self, segment: ChangeSegment) -> str:
+        """The Spark SQL query of one segment's rows (it must not be empty)."""
+        return changes_sql.part_query(self._source(), self._versions(), _part(segment))
+
+    def net_query(self) -> str:
+        """The Spark SQL query of one row per key over the whole range.
+
+        Raises:
+            ChangesRefused: the table has no key, or its key is not the same columns at both ends."""
+        if not self.key:
+            raise ChangesRefused(f"{self.table}: has no key, so its changes cannot be netted per key")
+        moved = [s for s in self.segments if not set(self.key) <= set(s.columns or self.columns)]
+        if moved or (self.before is not None and not set(self.key) <= set(self.before_columns)):
+            raise ChangesRefused(
+                f"{self.table}: its key ({', '.join(self.key)}) is not the same columns across the range, so "
+                "its changes cannot be netted per key; read them without net, or ask for a range on one side "
+                "of the key change"
+            )
+        parts = [_part(s) for s in self.segments if not s.empty]
+        ddls = self.ddls()
+        ends = changes_sql.Ends(
+            self.key, self.after, self.columns, self.before, self.before_columns, self.compared,
+            ddls[-1][0] if ddls else None,
+        )  # fmt: skip
+        return changes_sql.net_query(self._source(), self._versions(), parts, ends)
+
+    def ddls(self) -> list[tuple[int | None, str]]:
+        """The DDLs inside the range, with their TSOs (not the one that created a table inside it)."""
+        opened = self.before is None
+        return [(s.ddl_ts, d) for n, s in enumerate(self.segments) if not (n == 0 and opened) for d in s.ddl]
+
+    def sql(self, net: bool = False) -> list[str]:
+        """Statements a Spark SQL user can run, each on one line, and the DDLs between them as comments: one
+        query per segment, or (``net``) one for the whole range."""
+        if net:
+            ddls = [f"{self.table}: inside the range, at TSO {ts}: {ddl}" for ts, ddl in self.ddls()]
+            return [*[c for d in ddls for c in changes_sql.comment(d)], f"{self.net_query()};"]
         lines = []
         for segment in self.segments:
-            lines += [f"-- {self.table}: then, at TSO {segment.ddl_ts}: {ddl}" for ddl in segment.ddl]
-            if segment.snapshot is not None:
-                lines.append(
-                    f"SELECT *, 'insert' AS {CHANGE_TYPE}, {segment.snapshot} AS {VERSION} FROM "
-                    f"{asof.sql_name(self.path)} VERSION AS OF {segment.snapshot};"
-                )
-            if segment.feed:
-                lines.append(
-                    f"SELECT * FROM {function}({sql_text.sql_string(name)}, {segment.first}, {segment.last});"
-                )
+            for ddl in segment.ddl:
+                lines += changes_sql.comment(f"{self.table}: then, at TSO {segment.ddl_ts}: {ddl}")
+            if not segment.empty:
+                lines.append(f"{self.query(segment)};")
         return lines
+
+    def _source(self) -> changes_sql.Source:
+        by_name = isinstance(self.path, TableName)
+        function = "table_changes" if by_name else "table_changes_by_path"
+        return changes_sql.Source(function, str(self.path), asof.sql_name(self.path), self.commit_ts_column)
+
+    def _versions(self) -> changes_sql.Versions:
+        return changes_sql.Versions(self.bounds, self.stamps, self.own)
+
+
+def _part(segment: ChangeSegment) -> changes_sql.Part:
+    snapshot_ts = segment.ddl_ts if segment.snapshot is not None else None
+    return changes_sql.Part(
+        segment.first, segment.last, segment.columns, segment.key, segment.snapshot, snapshot_ts
+    )
 
 
 @dataclass(frozen=True)
@@ -151,13 +197,15 @@ def resolve(
     found, refused = [], {}
     for table in wanted:
         path = config.mirror.address(table)
-        commits = _history(spark, table, path)
-        after = choose_version(table, commits, end.point)
-        if after is None:
-            if tables is not None:
-                raise ChangesRefused(f"{table}: did not exist in the mirror at G = {end.point}; leave it out")
-            continue
         try:
+            commits = _history(spark, table, path)
+            after = choose_version(table, commits, end.point)
+            if after is None:
+                if tables is not None:
+                    raise ChangesRefused(
+                        f"{table}: did not exist in the mirror at G = {end.point}; leave it out"
+                    )
+                continue
             before = choose_version(table, commits, start.point)
             cut = rules.segments(
                 table, commits, before, after, _key_changes(spark, path, commits, before, after)
@@ -213,15 +261,28 @@ def _table_changes(
     if info.retired and cut and (before is None or not table_info(spark, path, before).retired):
         raise ChangesRefused(
             f"{table}: was dropped or renamed away inside the range (retired by version {after}); ask for a "
-            "range that ends before the DROP/RENAME, or read the table it was renamed to"
+            "range that ends before the DDL/RENAME, or read the table it was renamed to"
         )
-    keys = [
-        info.key if s is cut[-1] else table_info(spark, path, max(s.last, s.snapshot or 0)).key for s in cut
-    ]
-    segments = tuple(_segment(table, s, statements, k) for s, k in zip(cut, keys, strict=True))
-    return TableChanges(
-        table, path, before, after, segments, info.key, info.commit_ts_column, rules.bound_of(commits)
+    segments = []
+    for s in cut:
+        at = after if s is cut[-1] else max(s.last, s.snapshot or 0)
+        shape = info if at == after else table_info(spark, path, at)
+        segments.append(_segment(table, s, statements, shape.key, _columns(spark, path, at)))
+    end = delta_io.read(spark, path, after).schema
+    start = delta_io.read(spark, path, before).schema if before is not None else None
+    types = {f.name: f.dataType for f in start.fields} if start is not None else {}
+    compared = tuple(
+        f.name for f in end.fields if f.name != info.commit_ts_column and types.get(f.name) == f.dataType
     )
+    return TableChanges(
+        table, path, before, after, tuple(segments), info.key, info.commit_ts_column, rules.bound_of(commits),
+        rules.stamps_of(commits), rules.own_versions(commits), tuple(end.fieldNames()),
+        tuple(start.fieldNames()) if start is not None else (), compared,
+    )  # fmt: skip
+
+
+def _columns(spark: SparkSession, path: str, version: int) -> tuple[str, ...]:
+    return tuple(delta_io.read(spark, path, version).columns)
 
 
 def _segment(
@@ -229,17 +290,18 @@ def _segment(
     segment: rules.Segment,
     statements: Mapping[tuple[str, int], list[str]],
     key: tuple[str, ...],
+    columns: tuple[str, ...],
 ) -> ChangeSegment:
     ddl: list[str] = []
     ddl_ts = None
     for commit in segment.started_by:
-        match = _DDL_STEP.match(commit.step)
+        match = rules.DDL_STEP.match(commit.step)
         ts = int(match.group(1)) if match else commit.applied_ts
         said = statements.get((str(table), ts)) if match else None
         text = said or [commit.step or commit.operation]
         ddl += [t for t in text if t not in ddl]
         ddl_ts = ts
-    return ChangeSegment(segment.first, segment.last, tuple(ddl), ddl_ts, segment.snapshot, key)
+    return ChangeSegment(segment.first, segment.last, tuple(ddl), ddl_ts, segment.snapshot, key, columns)
 
 
 def _ddl_statements(
@@ -263,33 +325,42 @@ def _ddl_statements(
     return found
 
 
-def segment_frame(
-    spark: SparkSession, table: TableChanges, segment: ChangeSegment, net: bool = False
+def segment_frame(spark: SparkSession, table: TableChanges, segment: ChangeSegment) -> DataFrame:
+    """One segment's changes as rows (see the module's docstring), from the query ``--sql`` prints.
+
+    Raises:
+        ChangesRefused: VACUUM removed the segment's change files, or its feed cannot be read.
+    """
+    if segment.empty:
+        empty = delta_io.read(spark, table.path, table.after).limit(0)
+        return empty.select("*", F.lit(INSERT).alias(CHANGE_TYPE), F.lit(0).cast("long").alias(VERSION))
+    return _run(spark, table, [segment], table.query(segment))
+
+
+def net_frame(spark: SparkSession, table: TableChanges) -> DataFrame:
+    """One row per key over the whole range, by its presence at both ends (see ``changes_sql.net_query``).
+
+    Raises:
+        ChangesRefused: as :func:`segment_frame`, and for a table without one key across the range.
+    """
+    return _run(spark, table, table.segments, table.net_query())
+
+
+def _run(
+    spark: SparkSession, table: TableChanges, segments: Sequence[ChangeSegment], query: str
 ) -> DataFrame:
-    """One segment's changes as rows (see the module's docstring); ``net``: one row per key, its state at the
-    segment's end (insert, update_postimage) or a delete, keys that came and went left out."""
-    if not segment.feed:
-        at = table.after if segment.snapshot is None else segment.snapshot
-        held = delta_io.read(spark, table.path, at)
-        inserted = held.select("*", F.lit(INSERT).alias(CHANGE_TYPE), F.lit(at).cast("long").alias(VERSION))
-        return inserted if segment.snapshot is not None else inserted.limit(0)
-    _check_files(table, segment)
+    for segment in segments:
+        if segment.feed:
+            check_files(table, segment)
     try:
-        # Delta reads the feed under the table's newest schema; the segment's own is its last version's.
-        columns = delta_io.read(spark, table.path, segment.last).columns
-        changed = delta_io.read_changes(spark, table.path, segment.first, segment.last)
-        rows = changed.select(*[F.col(_q(c)) for c in columns], CHANGE_TYPE, VERSION)
+        rows = spark.sql(query)
         rows.schema  # noqa: B018 - resolving the read checks the range is readable
     except AnalysisException as exc:
-        raise ChangesRefused(_unreadable(table, segment, exc)) from exc
-    rows = _change_tso(spark, table, rows, segment.key)
-    if segment.snapshot is not None:
-        opened = segment_frame(spark, table, ChangeSegment(0, -1, snapshot=segment.snapshot))
-        rows = opened.unionByName(rows)
-    return _net(rows, table.table, segment.key) if net else rows
+        raise ChangesRefused(unreadable(table, segments, exc)) from exc
+    return rows
 
 
-def _check_files(table: TableChanges, segment: ChangeSegment) -> None:
+def check_files(table: TableChanges, segment: ChangeSegment) -> None:
     """Refuse a segment whose change files VACUUM removed, when the table is on this machine (elsewhere the
     read fails with Delta's own error)."""
     directory = None if isinstance(table.path, TableName) else delta_log.local_dir(table.path)
@@ -307,45 +378,11 @@ def _check_files(table: TableChanges, segment: ChangeSegment) -> None:
         )
 
 
-def _change_tso(spark: SparkSession, table: TableChanges, rows: DataFrame, key: tuple[str, ...]) -> DataFrame:
-    """Deletes and before-images take the TSO their batch applied up to, or their after-image's."""
-    bounds = spark.createDataFrame(
-        [(v, ts) for v, ts in table.bounds.items()], f"{VERSION} long, _tidb_bound long"
-    )
-    ts = F.col(_q(table.commit_ts_column))
-    removed = F.col(CHANGE_TYPE).isin(DELETE, BEFORE)
-    if key:
-        pair = Window.partitionBy(*[F.col(_q(k)) for k in key], F.col(VERSION))
-        after_image = F.max(F.when(F.col(CHANGE_TYPE) == AFTER, ts)).over(pair)
-        value = F.when(removed, F.coalesce(after_image, F.col("_tidb_bound"))).otherwise(ts)
-    else:
-        value = F.when(removed, F.col("_tidb_bound")).otherwise(ts)
-    joined = rows.join(F.broadcast(bounds), VERSION, "left")
-    return joined.withColumn(table.commit_ts_column, value).select(*[F.col(_q(c)) for c in rows.columns])
-
-
-def _net(rows: DataFrame, table: TableId, key: tuple[str, ...]) -> DataFrame:
-    """One row per key: its last image (insert when it was not there at the start, else an after-image)
-    or a delete; a key that came and went inside the range is left out."""
-    if not key:
-        raise ChangesRefused(f"{table}: has no key, so its changes cannot be netted per key")
-    kind = F.col(CHANGE_TYPE)
-    order = F.when(kind == BEFORE, 0).when(kind == DELETE, 1).when(kind == INSERT, 2).otherwise(3)
-    rank = F.col(VERSION) * 4 + order
-    last = F.max_by(F.struct(*[F.col(_q(c)) for c in rows.columns]), rank).alias("_tidb_last")
-    first = F.min_by(kind, rank).alias("_tidb_first")
-    grouped = rows.groupBy(*[F.col(_q(k)) for k in key]).agg(first, last)
-    existed, exists = F.col("_tidb_first") != INSERT, F.col("_tidb_last")[CHANGE_TYPE] != DELETE
-    net_kind = F.when(~existed, INSERT).when(exists, AFTER).otherwise(DELETE)
-    columns = [F.col("_tidb_last")[c].alias(c) for c in rows.columns if c != CHANGE_TYPE]
-    kept = grouped.where(existed | exists).select(*columns, net_kind.alias(CHANGE_TYPE))
-    return kept.select(*[F.col(_q(c)) for c in rows.columns])
-
-
-def _unreadable(table: TableChanges, segment: ChangeSegment, exc: AnalysisException) -> str:
+def unreadable(table: TableChanges, segments: Sequence[ChangeSegment], exc: AnalysisException) -> str:
     first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    feed = [s for s in segments if s.feed] or list(segments)
     return (
-        f"{table.table}: the change data of versions {segment.first}..{segment.last} cannot be read "
+        f"{table.table}: the change data of versions {feed[0].first}..{feed[-1].last} cannot be read "
         f"({first_line}). "
         "The table may not have recorded its changes then (change-feed off, or created before the mirror "
         "turned it on), or VACUUM removed the change files; ask for a later range"
@@ -369,26 +406,28 @@ def changes(
     net: bool = False,
 ) -> dict[TableId, DataFrame]:
     """Notebook entry point: each table's changes between ``from_tso`` and ``to_tso`` (None: the newest G)
-    as one DataFrame (see the module's docstring); ``net``: one row per key.
+    as one DataFrame (see the module's docstring); ``net``: one row per key over the whole range, under the
+    columns the table has at its end.
 
     Raises:
-        ChangesRefused: as :func:`resolve`, and for a table whose schema changed inside the range (named
-            with its DDL and TSO): read it one schema at a time with :func:`change_segments`.
+        ChangesRefused: as :func:`resolve`, and (not ``net``) for a table whose schema changed inside the
+            range (named with its DDL and TSO): read it one schema at a time with :func:`change_segments`.
     """
     answer = resolve(spark, asof.locate(target), from_tso, to_tso, _ids(tables))
     frames = {}
     for table in answer.tables:
-        # A table created inside the range opens with its creation: only a DDL after that splits it.
-        opened = table.before is None
-        ddl = [(s.ddl_ts, d) for n, s in enumerate(table.segments) if not (n == 0 and opened) for d in s.ddl]
+        if net:
+            frames[table.table] = net_frame(spark, table)
+            continue
+        ddl = table.ddls()
         if ddl:
             ts, text = ddl[0]
             raise ChangesRefused(
                 f"{table.table}: its schema changed inside the range, at TSO {ts} ({_when(ts or 0)}): "
-                f"{text}. Read it one schema at a time with change_segments(), or ask for a range on one "
-                "side of it"
+                f"{text}. Read it one schema at a time with change_segments(), net over the range with "
+                "net=True, or ask for a range on one side of it"
             )
-        parts = [segment_frame(spark, table, s, net) for s in table.segments]
+        parts = [segment_frame(spark, table, s) for s in table.segments]
         frames[table.table] = parts[0] if parts else _no_rows(spark, table)
     return frames
 
@@ -402,11 +441,21 @@ def change_segments(
     net: bool = False,
 ) -> tuple[Changes, dict[TableId, list[tuple[ChangeSegment, DataFrame]]]]:
     """Each table's changes one schema at a time: its segments in order, each with the DDLs that started
-    it."""
+    it; ``net``: one segment per table, the whole range with every DDL in it, one row per key."""
     answer = resolve(spark, asof.locate(target), from_tso, to_tso, _ids(tables))
-    return answer, {
-        t.table: [(s, segment_frame(spark, t, s, net)) for s in t.segments] for t in answer.tables
-    }
+    if net:
+        return answer, {t.table: [(whole(t), net_frame(spark, t))] for t in answer.tables}
+    return answer, {t.table: [(s, segment_frame(spark, t, s)) for s in t.segments] for t in answer.tables}
+
+
+def whole(table: TableChanges) -> ChangeSegment:
+    """The range as one segment: the versions after its start to its end, every DDL inside it."""
+    first = table.segments[0].first if table.before is None and table.segments else (table.before or 0) + 1
+    ddls = table.ddls()
+    return ChangeSegment(
+        first, table.after, tuple(d for _, d in ddls), ddls[-1][0] if ddls else None, None, table.key,
+        table.columns,
+    )  # fmt: skip
 
 
 def changes_stream(
@@ -434,53 +483,3 @@ def _ids(tables: Sequence[TableId | str] | None) -> list[TableId] | None:
     if tables is None:
         return None
     return [t if isinstance(t, TableId) else asof.one_table(t) for t in tables]
-
-
-def command(args: argparse.Namespace, warehouse: str | None = None) -> int:
-    """``changes``: what changed between two TSOs, as a summary, SQL statements, or files under --out."""
-    from_tso = asof.parse_moment(args.from_tso, args.from_time)
-    to_tso = (
-        None if args.to_tso is None and args.to_time is None else asof.parse_moment(args.to_tso, args.to_time)
-    )
-    mirror = flags.mirror(args)
-    warehouse = flags.catalog_warehouse(warehouse, mirror.by_name)
-    spark = get_session(remote=getattr(args, "spark_remote", None), catalog_warehouse=warehouse)
-    answer = resolve(spark, mirror, from_tso, to_tso, asof.parse_tables(args.tables), strict=False)
-    print(f"-- {answer.describe().replace(chr(10), chr(10) + '-- ')}")
-    refused = 3 if answer.refused else 0  # as a run with stopped tables: the others answered
-    if args.sql:
-        for table in answer.tables:
-            print("\n".join(table.sql()))
-        return refused
-    counts = _write(spark, answer, Path(args.out), args.net) if args.out else _count(spark, answer, args.net)
-    for table_id, count in counts.items():
-        print(f"{table_id}: {count} change rows")
-    return refused
-
-
-def _count(spark: SparkSession, answer: Changes, net: bool) -> dict[TableId, int]:
-    return {t.table: sum(segment_frame(spark, t, s, net).count() for s in t.segments) for t in answer.tables}
-
-
-def _write(spark: SparkSession, answer: Changes, out: Path, net: bool) -> dict[TableId, int]:
-    """Each segment as Parquet under ``<out>/<database>/<table>/<n>``, and ``<out>/_changes.json`` saying
-    what the range and each segment are."""
-    counts, manifest = {}, []
-    for table in answer.tables:
-        counts[table.table] = 0
-        for n, segment in enumerate(table.segments):
-            where = out / table.table.schema / table.table.table / str(n)
-            frame = segment_frame(spark, table, segment, net)
-            frame.write.mode("overwrite").parquet(str(where))
-            counts[table.table] += spark.read.parquet(str(where)).count()
-            manifest.append({
-                "table": str(table.table), "segment": n, "path": str(where), "first_version": segment.first,
-                "last_version": segment.last, "ddl": list(segment.ddl), "ddl_ts": segment.ddl_ts,
-            })  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    summary = {
-        "from_tso": answer.from_tso, "to_tso": answer.to_tso, "from_g": answer.from_g, "to_g": answer.to_g,
-        "net": net, "segments": manifest,
-    }  # fmt: skip
-    (out / "_changes.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    return counts

@@ -11,6 +11,7 @@ included (a RENAME copies them).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ SCHEMA_OPERATIONS = frozenset(
 # they hand over are the mirror's correction, not upstream's changes.
 _REBUILDS = ("resync of ", "initial load")
 CHANGE_FEED_ON = "change feed on"
+# A DDL's commits: ``ddl <commitTs> in progress`` and ``ddl <commitTs>: <identity>``.
+DDL_STEP = re.compile(r"ddl (\d+)")
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ def segments(
     found: list[Segment] = []
     started_by: tuple[CommitPoint, ...] = created
     for commit in in_range[len(created) :]:
+        if own_rows(commit) and commit.version == first:
+            first += 1  # a DDL's back-fill: part of the DDL, so the segment starts after it
+            continue
         if not starts_segment(commit) and commit.version not in key_changed_at:
             continue
         if commit.version > first or snapshot is not None:
@@ -105,13 +111,37 @@ def key_candidates(commits: Sequence[CommitPoint], after: int | None, through: i
 
 
 def _creation(in_range: Sequence[CommitPoint]) -> tuple[CommitPoint, ...]:
-    """The commits that created a table: its first, and those after it that change no row."""
+    """The commits that created a table: its first, and those after it that change no row upstream (a
+    back-fill among them: the rows the table opens with are read after it)."""
     group = [in_range[0]]
     for commit in in_range[1:]:
-        if commit.operation not in SCHEMA_OPERATIONS | {"SET TBLPROPERTIES"}:
+        if commit.operation not in SCHEMA_OPERATIONS | {"SET TBLPROPERTIES"} and not own_rows(commit):
             break
         group.append(commit)
     return tuple(group)
+
+
+def own_rows(commit: CommitPoint) -> bool:
+    """A commit whose rows the mirror wrote for its own reasons, not upstream's changes: the UPDATE inside a
+    DDL (or a followed Avro writer schema) that gives existing rows a new column's value. Upstream changed
+    no row then (TiCDC sends none); the rows' next upstream change shows the value as their before-image.
+    A DDL's DELETEs (TRUNCATE, a dropped or exchanged partition) are upstream's, and so are its copies."""
+    return commit.operation == "UPDATE" and commit.consistent is False
+
+
+def own_versions(commits: Sequence[CommitPoint]) -> frozenset[int]:
+    return frozenset(c.version for c in commits if own_rows(c))
+
+
+def stamps_of(commits: Sequence[CommitPoint]) -> dict[int, int]:
+    """Per version a DDL wrote, the DDL's TSO: every row it inserted, deleted or replaced changed upstream
+    then (a TRUNCATE, a partition exchanged), whatever TSO the row carried before."""
+    stamps = {}
+    for commit in commits:
+        match = DDL_STEP.match(commit.step)
+        if match:
+            stamps[commit.version] = int(match.group(1))
+    return stamps
 
 
 def starts_segment(commit: CommitPoint) -> bool:

@@ -113,10 +113,16 @@ def add_changes(commands: Commands, session: argparse.ArgumentParser) -> None:
     changes.add_argument(
         "--tables", default=None, help="database.table[,...] (default: every mirrored table)"
     )
-    changes.add_argument("--net", action="store_true", help="one row per key: its last state, or a delete")
+    changes.add_argument(
+        "--net",
+        action="store_true",
+        help="one row per key over the whole range: inserted, updated (its row at the end) or deleted",
+    )
     output = changes.add_mutually_exclusive_group()
     output.add_argument(
-        "--sql", action="store_true", help="print the table_changes queries (and the DDLs between) to run"
+        "--sql",
+        action="store_true",
+        help="print the Spark SQL that reads the changes (the DDLs between as comments)",
     )
     output.add_argument(
         "--out", default=None, metavar="DIR", help="write each table's changes as Parquet under DIR"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from asof_history import CUSTOMERS_T, NOTES_T, ORDERS_T, _customer
-from changes_check import comparable, replay_problems, stream_problems, streamed
+from changes_check import comparable, replay_problems, stream_problems, streamed, upstream_problems
 from mirror import corpus_problems, located
 from ticdc_fixture import CORPORA
 
@@ -83,7 +83,7 @@ def test_a_schema_change_inside_the_range_is_a_segment_with_its_ddl_and_changes_
     added = [s for s in segments if s.ddl]
     assert any("ADD COLUMN" in d.upper() and "points" in d for s in added for d in s.ddl), added
     assert added[0].ddl_ts == mirrored_history.stream.tso(21)
-    # After the DDL: customer 1's points set to 7 (and the rows it filled with the default, as updates).
+    # After the DDL: customer 1's points set to 7.
     after = [r.asDict() for r in parts[CUSTOMERS_T][-1][1].collect()]
     assert {"id": 1, "points": 7, "_change_type": "update_postimage"}.items() <= next(
         r for r in after if r["id"] == 1 and r["_change_type"] == "update_postimage" and r["points"] == 7
@@ -191,7 +191,9 @@ def test_a_table_created_inside_the_range_then_altered_is_refused_whole_and_answ
     assert replay_problems(spark, _config(lake), g1, g2) == []
 
 
-def test_truncate_is_deletes_rename_opens_the_new_name_and_refuses_the_old_drop_refuses(spark, run, lake):
+def test_truncate_is_deletes_rename_opens_the_new_name_and_refuses_the_old_drop_refuses(
+    spark, run, lake, capsys
+):
     s = Stream(tz_name="UTC")
     t = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
     u = s.create_table(SIMPLE_FOR_TESTS.replace("`t`", "`u`"), s.tso(1))
@@ -223,6 +225,15 @@ def test_truncate_is_deletes_rename_opens_the_new_name_and_refuses_the_old_drop_
     with pytest.raises(ChangesRefused, match=r"app\.gone: was dropped or renamed away"):
         changes.changes(spark, str(lake), g1, g2, [gone])
     assert replay_problems(spark, _config(lake), g1, g2) == []
+    # Refused when the range is resolved: named on stderr and in the manifest, the others written, exit 3.
+    out = lake.parent / "out"
+    ends = [f"--target-path={lake}", f"--from-tso={g1}", f"--to-tso={g2}"]
+    assert main(["changes", *ends, f"--out={out}"]) == 3
+    err = capsys.readouterr().err
+    assert "app.u: refused: app.u: was dropped or renamed away" in err and "app.gone: refused" in err
+    manifest = json.loads((out / "_changes.json").read_text())
+    assert sorted(r["table"] for r in manifest["refused"]) == ["app.gone", "app.u"]
+    assert sorted({e["table"] for e in manifest["segments"]}) == ["app.t", "app.u2"]
 
 
 def test_changes_whose_files_vacuum_removed_are_refused_naming_the_table(spark, mirrored_history, tmp_path):
@@ -262,6 +273,138 @@ def test_a_swap_of_two_tables_is_a_segment_with_the_renames(spark, run, lake):
     with pytest.raises(ChangesRefused, match=r"app\.t: its schema changed inside the range"):
         changes.changes(spark, str(lake), g1, g2, [a])
     assert replay_problems(spark, _config(lake), g1, g2) == []
+
+
+def test_a_new_columns_back_fill_is_no_change_and_every_row_is_upstreams(spark, mirrored_history):
+    g1, g2, g3 = mirrored_history.gs
+    lake = str(mirrored_history.lake)
+    _, parts = changes.change_segments(spark, lake, g2, g3, [CUSTOMERS_T])
+    rows = sorted(
+        (r["id"], r["_change_type"], r["points"], r["_tidb_commit_ts"])
+        for _, frame in parts[CUSTOMERS_T]
+        if "points" in frame.columns
+        for r in frame.collect()
+    )
+    # ADD COLUMN points NOT NULL DEFAULT 100 changed no row upstream; then customer 1's points became 7. Its
+    # before-image holds the 100 upstream had, not the NULL the column held before the mirror filled it.
+    s = mirrored_history.stream
+    assert rows == [(1, "update_postimage", 7, s.tso(22)), (1, "update_preimage", 100, s.tso(22))]
+    config = _config(mirrored_history.lake)
+    for a, b in [(g1, g2), (g2, g3), (g1, g3)]:
+        assert upstream_problems(spark, config, s, a, b) == [], (a, b)
+
+
+NOTES_CREATE = """CREATE TABLE `app`.`notes` (
+  `id` int(11) NOT NULL,
+  `body` varchar(20) DEFAULT NULL,
+  PRIMARY KEY (`id`)
+)"""
+
+
+@pytest.fixture
+def across_a_ddl(spark, run, lake):
+    """One range in which app.t gains a column between its changes, a key (9) comes and goes across that
+    DDL, and app.notes is created with a CREATE TABLE of several lines."""
+    s = Stream(tz_name="UTC")
+    t = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
+    s.insert(t, {"id": 1, "v": "a"}, s.tso(2))
+    s.insert(t, {"id": 2, "v": "b"}, s.tso(2))
+    s.watermark(s.tso(10))
+    g1 = run(s).global_watermark
+    s.insert(t, {"id": 9, "v": "brief"}, s.tso(11))
+    s.update(t, (9,), {"v": "briefer"}, s.tso(12))
+    s.update(t, (1,), {"v": "a2"}, s.tso(12))
+    s.delete(t, (2,), s.tso(12))
+    add = "ALTER TABLE `app`.`t` ADD COLUMN `n` int(11) NOT NULL DEFAULT '4'"
+    s.add_column(t, add, s.tso(13), "n", "int", default=4)
+    s.delete(t, (9,), s.tso(14))
+    s.insert(t, {"id": 3, "v": "c", "n": 5}, s.tso(14))
+    notes = s.create_table(NOTES_CREATE, s.tso(15))
+    s.insert(notes, {"id": 1, "body": "x"}, s.tso(16))
+    s.watermark(s.tso(20))
+    g2 = run(s).global_watermark
+    return s, t, notes, g1, g2
+
+
+def test_net_is_one_row_per_key_over_the_whole_range_across_a_ddl(spark, lake, across_a_ddl):
+    s, t, _notes, g1, g2 = across_a_ddl
+    _, parts = changes.change_segments(spark, str(lake), g1, g2, [t])
+    plain = [[(r["id"], r["_change_type"]) + ((r["n"],) if "n" in f.columns else ()) for r in f.collect()]
+             for _, f in parts[t]]  # fmt: skip
+    # Row by row: key 9 is inserted before the DDL and deleted after it, its delete the row upstream had.
+    assert sorted(plain[0]) == [(1, "update_postimage"), (1, "update_preimage"), (2, "delete"), (9, "insert")]
+    assert sorted(plain[1]) == [(3, "insert", 5), (9, "delete", 4)]
+    net = changes.changes(spark, str(lake), g1, g2, [t], net=True)[t]
+    assert net.columns == ["id", "v", "_tidb_commit_ts", "n", "_change_type", "_commit_version"]
+    rows = {r["id"]: (r["_change_type"], r["v"], r["n"], r["_tidb_commit_ts"]) for r in net.collect()}
+    # Netted: by presence at both ends, under the end's columns; 9 came and went, so it is left out.
+    assert set(rows) == {1, 2, 3}
+    assert rows[1] == ("update_postimage", "a2", 4, s.tso(12)) and rows[3] == ("insert", "c", 5, s.tso(14))
+    assert rows[2][:3] == ("delete", "b", None) and g1 < rows[2][3] < s.tso(13)
+    assert upstream_problems(spark, _config(lake), s, g1, g2) == []
+    assert replay_problems(spark, _config(lake), g1, g2) == []
+
+
+def _printed_statements(out: str) -> list[str]:
+    statements = []
+    for line in out.splitlines():
+        assert line.startswith("--") or line.endswith(";"), line  # every line runs in Spark SQL as it is
+        if not line.startswith("--"):
+            statements.append(line.rstrip(";"))
+    return statements
+
+
+def _bag(rows) -> list[tuple]:
+    return sorted(tuple(sorted((k, repr(v)) for k, v in r.asDict().items())) for r in rows)
+
+
+@pytest.mark.parametrize("net", [False, True])
+def test_printed_sql_runs_as_it_is_and_gives_the_rows_out_writes(
+    spark, lake, across_a_ddl, capsys, tmp_path, net
+):
+    _s, _t, _notes, g1, g2 = across_a_ddl
+    ends = [f"--target-path={lake}", f"--from-tso={g1}", f"--to-tso={g2}", *(["--net"] if net else [])]
+    assert main(["changes", *ends, "--sql"]) == 0
+    printed = capsys.readouterr().out
+    assert "--   `body` varchar(20) DEFAULT NULL," in printed  # the CREATE TABLE's every line is a comment
+    from_sql = [r for q in _printed_statements(printed) for r in spark.sql(q).collect()]
+    out = tmp_path / "out"
+    assert main(["changes", *ends, f"--out={out}"]) == 0
+    manifest = json.loads((out / "_changes.json").read_text())
+    assert manifest["refused"] == [] and manifest["net"] is net
+    written = [r for entry in manifest["segments"] for r in spark.read.parquet(entry["path"]).collect()]
+    assert _bag(from_sql) == _bag(written) and written
+
+
+def test_refused_tables_are_named_on_stderr_and_in_the_manifest_and_the_others_answer(
+    spark, mirrored_history, tmp_path, capsys
+):
+    g1, g2, _ = mirrored_history.gs
+    lake = tmp_path / "lake"
+    shutil.copytree(mirrored_history.lake, lake)
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{located(lake, CUSTOMERS_T)}` RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    ends = [f"--target-path={lake}", f"--from-tso={g1}", f"--to-tso={g2}"]
+    out = tmp_path / "out"
+    # Found only while writing: the VACUUMed feed. Exit 3, the others written, nothing of the refused one.
+    assert main(["changes", *ends, f"--out={out}"]) == 3
+    err = capsys.readouterr().err
+    assert "shop.customers: refused: shop.customers: the changes of versions" in err and "VACUUM" in err
+    manifest = json.loads((out / "_changes.json").read_text())
+    assert [r["table"] for r in manifest["refused"]] == ["shop.customers"]
+    assert "VACUUM removed" in manifest["refused"][0]["reason"]
+    assert not (out / "shop" / "customers").exists() and not (out / "_partial").exists()
+    assert (out / "app" / "t" / "0").is_dir() and (out / "shop" / "orders").is_dir()
+    # The same in SQL, and in a count.
+    assert main(["changes", *ends, "--sql"]) == 3
+    printed = capsys.readouterr()
+    assert "shop.customers: refused" in printed.err and located(lake, CUSTOMERS_T) not in printed.out
+    assert located(lake, ORDERS_T) not in printed.out  # untouched in the range: no query
+    assert main(["changes", *ends]) == 3
+    assert "shop.customers: refused" in capsys.readouterr().err
 
 
 # Kit-made corpora mirrored in several runs, each over a longer prefix of the records TiCDC wrote, which must
