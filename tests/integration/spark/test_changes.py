@@ -301,10 +301,19 @@ NOTES_CREATE = """CREATE TABLE `app`.`notes` (
 )"""
 
 
-@pytest.fixture
-def across_a_ddl(spark, run, lake):
+@pytest.fixture(scope="module")
+def across_a_ddl(spark, tmp_path_factory):
     """One range in which app.t gains a column between its changes, a key (9) comes and goes across that
-    DDL, and app.notes is created with a CREATE TABLE of several lines."""
+    DDL, and app.notes is created with a CREATE TABLE of several lines; built once for the module's tests,
+    which only read it."""
+    root = tmp_path_factory.mktemp("across-a-ddl")
+    lake = root / "lake"
+
+    def run(stream: Stream):
+        directory = root / f"input-{len(list(root.glob('input-*')))}"
+        stream.write(directory)
+        return run_files(spark, IngestConfig.from_params({"input": str(directory), "target-path": str(lake)}))
+
     s = Stream(tz_name="UTC")
     t = s.create_table(SIMPLE_FOR_TESTS, s.tso(1))
     s.insert(t, {"id": 1, "v": "a"}, s.tso(2))
@@ -323,11 +332,11 @@ def across_a_ddl(spark, run, lake):
     s.insert(notes, {"id": 1, "body": "x"}, s.tso(16))
     s.watermark(s.tso(20))
     g2 = run(s).global_watermark
-    return s, t, notes, g1, g2
+    return s, t, notes, g1, g2, lake
 
 
-def test_net_is_one_row_per_key_over_the_whole_range_across_a_ddl(spark, lake, across_a_ddl):
-    s, t, _notes, g1, g2 = across_a_ddl
+def test_net_is_one_row_per_key_over_the_whole_range_across_a_ddl(spark, across_a_ddl):
+    s, t, _notes, g1, g2, lake = across_a_ddl
     _, parts = changes.change_segments(spark, str(lake), g1, g2, [t])
     plain = [[(r["id"], r["_change_type"]) + ((r["n"],) if "n" in f.columns else ()) for r in f.collect()]
              for _, f in parts[t]]  # fmt: skip
@@ -359,10 +368,8 @@ def _bag(rows) -> list[tuple]:
 
 
 @pytest.mark.parametrize("net", [False, True])
-def test_printed_sql_runs_as_it_is_and_gives_the_rows_out_writes(
-    spark, lake, across_a_ddl, capsys, tmp_path, net
-):
-    _s, _t, _notes, g1, g2 = across_a_ddl
+def test_printed_sql_runs_as_it_is_and_gives_the_rows_out_writes(spark, across_a_ddl, capsys, tmp_path, net):
+    _s, _t, _notes, g1, g2, lake = across_a_ddl
     ends = [f"--target-path={lake}", f"--from-tso={g1}", f"--to-tso={g2}", *(["--net"] if net else [])]
     assert main(["changes", *ends, "--sql"]) == 0
     printed = capsys.readouterr().out
