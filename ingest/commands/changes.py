@@ -27,7 +27,7 @@ from ingest.commands import changes_rules as rules
 from ingest.commands.asof_rules import CommitPoint, choose_run, choose_version
 from ingest.config import IngestConfig
 from ingest.errors import ChangesRefused
-from ingest.lake import delta_io, delta_log
+from ingest.lake import delta_io, delta_log, sql_text
 from ingest.lake.names import TableName
 from ingest.model import TableId, tso_to_datetime
 from ingest.state import ddl_history
@@ -128,7 +128,8 @@ class TableChanges:
     def _source(self) -> changes_sql.Source:
         by_name = isinstance(self.path, TableName)
         function = "table_changes" if by_name else "table_changes_by_path"
-        return changes_sql.Source(function, str(self.path), asof.sql_name(self.path), self.commit_ts_column)
+        name = sql_text.sql_string(str(self.path))
+        return changes_sql.Source(function, name, asof.sql_name(self.path), self.commit_ts_column)
 
     def _versions(self) -> changes_sql.Versions:
         return changes_sql.Versions(self.bounds, self.stamps, self.own)

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ingest.lake.names import quote
-from ingest.lake.sql_text import sql_string
 
 CHANGE_TYPE, VERSION = "_change_type", "_commit_version"
 INSERT, DELETE, BEFORE, AFTER = "insert", "delete", "update_preimage", "update_postimage"
@@ -31,7 +30,7 @@ class Source:
     """A mirrored table as the queries read it."""
 
     feed_function: str  # table_changes (catalog name) or table_changes_by_path
-    feed_name: str  # the function's first argument
+    feed_name: str  # the function's first argument, as a SQL string literal
     table_ref: str  # the table as a FROM clause names it
     commit_ts_column: str
 
@@ -105,7 +104,7 @@ def _feed_query(source: Source, versions: Versions, part: Part) -> str:
         f"SELECT {', '.join(outer)}, {CHANGE_TYPE}, {VERSION} FROM (SELECT {', '.join(inner)}, "
         f"c.{CHANGE_TYPE}, c.{VERSION}, CAST(m.b AS BIGINT) AS {_BOUND}, CAST(m.s AS BIGINT) AS {_STAMP}, "
         f"{after} AS {_AFTER_TS} "
-        f"FROM {source.feed_function}({sql_string(source.feed_name)}, {part.first}, {part.last}) AS c "
+        f"FROM {source.feed_function}({source.feed_name}, {part.first}, {part.last}) AS c "
         f"LEFT JOIN (VALUES {marks}) AS m(v, b, s) ON c.{VERSION} = m.v{where})"
     )
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from ingest.commands.asof_rules import CommitPoint
-from ingest.commands.changes_rules import Segment, bound_of, check_range, key_candidates, segments
+from ingest.commands.changes_rules import (
+    Segment,
+    bound_of,
+    check_range,
+    key_candidates,
+    own_versions,
+    segments,
+    stamps_of,
+)
+from ingest.commands.changes_sql import comment
 from ingest.errors import ChangesRefused
 from ingest.model import TableId
 
@@ -100,3 +109,36 @@ def test_a_version_that_changed_the_key_starts_a_segment():
     change = CommitPoint(3, False, 250, "SET TBLPROPERTIES", "ddl 250 in progress")
     commits = [merge(1, 100), merge(2, 200), change, merge(4, 300)]
     assert segments(T, commits, 0, 4, key_changed_at=[3]) == [Segment(1, 2), Segment(4, 4, (change,))]
+
+
+def test_a_new_columns_back_fill_is_the_mirrors_own_and_the_segment_starts_after_it():
+    add, fill = ddl(3, 250), ddl(4, 250, "UPDATE")
+    done = CommitPoint(5, True, 250, "SET TBLPROPERTIES", "ddl 250: add column")
+    commits = [merge(1, 100), merge(2, 200), add, fill, done, merge(6, 300)]
+    assert own_versions(commits) == {4}
+    assert segments(T, commits, 1, 6) == [Segment(2, 2), Segment(5, 6, (add,))]
+    # Two columns added by one DDL, each filled: one boundary, no segment of back-fills between them.
+    second, refill = ddl(5, 250), ddl(6, 250, "UPDATE")
+    commits = [merge(1, 100), merge(2, 200), add, fill, second, refill, merge(7, 300)]
+    assert segments(T, commits, 1, 7) == [Segment(2, 2), Segment(7, 7, (add, second))]
+
+
+def test_a_ddls_deletes_are_upstreams_changes_stamped_with_its_tso():
+    truncate = ddl(3, 250, "DELETE")
+    commits = [merge(1, 100), merge(2, 200), truncate, merge(4, 300)]
+    assert own_versions(commits) == frozenset()
+    assert stamps_of(commits) == {3: 250}
+    assert segments(T, commits, 1, 4) == [Segment(2, 4)]
+
+
+def test_a_table_created_inside_the_range_opens_with_its_rows_after_a_back_fill():
+    created = CommitPoint(0, False, 150, "CREATE OR REPLACE TABLE AS SELECT", "ddl 150 in progress")
+    add, fill = ddl(1, 160), ddl(2, 160, "UPDATE")
+    found = segments(T, [created, add, fill, merge(3, 200)], None, 3)
+    assert found == [Segment(3, 3, (created, add, fill), snapshot=2)]
+
+
+def test_every_line_of_a_ddl_is_a_comment():
+    assert comment("CREATE TABLE t (\n  id INT,\n\n  v TEXT\n)") == [
+        "-- CREATE TABLE t (", "--   id INT,", "--", "--   v TEXT", "-- )",
+    ]  # fmt: skip

@@ -38,7 +38,8 @@ PURE = [
     "ingest.model", "ingest.errors", "ingest.lake.names", "ingest.lake.mirror", "ingest.parameters",
     "ingest.mysql", "ingest.decode", "ingest.order", "ingest.plan", "ingest.config",
     "ingest.settings", "ingest.load_config",
-    "ingest.commands.asof_rules", "ingest.commands.verify_rules", "ingest.commands.flags",
+    "ingest.commands.asof_rules", "ingest.commands.verify_rules", "ingest.commands.changes_rules",
+    "ingest.commands.changes_sql", "ingest.commands.flags",
     "testkit.sample", "testkit.workload", "testkit.ddl_spelling",
 ]  # fmt: skip
 FORBIDDEN = ("pyspark", "delta", "py4j")
