@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import ClassVar
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
+from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError
 
 from ingest.model import Column, DdlEvent, Position, TableId, TableSchema
@@ -120,6 +122,21 @@ def ddl_event(
     return DdlEvent(table, commit_ts, sql, ddl_type, position, handle_key, parse_ddl(sql, table.schema))
 
 
+class TiDB(MySQL):
+    """sqlglot's MySQL dialect with TiDB's column types where the two differ: ``REAL`` is ``DOUBLE`` (TiDB's
+    default ``sql_mode`` has no ``REAL_AS_FLOAT``), and ``FLOAT[(M,D)] UNSIGNED`` parses (as
+    ``types.UNSIGNED_FLOAT``); UNSIGNED DOUBLE and DECIMAL, and ZEROFILL on all three, MySQL's reads."""
+
+    class Tokenizer(MySQL.Tokenizer):
+        KEYWORDS: ClassVar = {**MySQL.Tokenizer.KEYWORDS, "REAL": TokenType.DOUBLE}
+
+    class Parser(MySQL.Parser):  # type: ignore[misc,valid-type]  # a class attribute in sqlglot 30
+        SIGNED_TO_UNSIGNED_TYPE_TOKEN: ClassVar = {
+            **MySQL.Parser.SIGNED_TO_UNSIGNED_TYPE_TOKEN,
+            TokenType.FLOAT: TokenType.SMALLMONEY,
+        }
+
+
 def parse_ddl(sql: str, default_schema: str) -> Statement:
     """Parse one DDL statement; unqualified names resolve against ``default_schema``."""
     normalized = normalize(sql)
@@ -132,7 +149,7 @@ def parse_ddl(sql: str, default_schema: str) -> Statement:
         # sqlglot reads few partition clauses (see mysql.partition); it gets the table without it.
         sql, partition_by = split_partition_clause(sql)
     try:
-        tree = sqlglot.parse_one(sql, read="mysql")
+        tree = sqlglot.parse_one(sql, read=TiDB)
     except ParseError as exc:
         return OtherDdl(f"cannot parse: {str(exc).splitlines()[0]}")
     if isinstance(tree, exp.Command):

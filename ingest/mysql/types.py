@@ -66,6 +66,10 @@ def _split_elements(args: str) -> tuple[str, ...]:
     return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", args))
 
 
+# sqlglot's MySQL dialect has no unsigned FLOAT (TiDB has: FLOAT UNSIGNED holds no negative value); the DDL
+# dialect (``mysql.ddl``) reads it as this type, one MySQL and TiDB never have, and it means FLOAT UNSIGNED.
+UNSIGNED_FLOAT = exp.DataType.Type.SMALLMONEY
+
 _SQLGLOT_KINDS: dict[object, tuple[ColumnKind, bool]] = {
     exp.DataType.Type.TINYINT: (ColumnKind.TINYINT, False),
     exp.DataType.Type.UTINYINT: (ColumnKind.TINYINT, True),
@@ -110,6 +114,8 @@ _SQLGLOT_KINDS: dict[object, tuple[ColumnKind, bool]] = {
     exp.DataType.Type.JSON: (ColumnKind.JSON, False),
     exp.DataType.Type.VECTOR: (ColumnKind.VECTOR, False),
     exp.DataType.Type.SERIAL: (ColumnKind.BIGINT, True),
+    UNSIGNED_FLOAT: (ColumnKind.FLOAT, True),
+    getattr(exp.DataType.Type, "UDOUBLE", UNSIGNED_FLOAT): (ColumnKind.DOUBLE, True),
 }
 
 

@@ -118,3 +118,32 @@ def test_drop_statements_and_drop_column():
 )
 def test_canal_json_mysql_type_text(text, expected):
     assert parse_mysql_type(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("definition", "expected"),
+    [
+        ("FLOAT UNSIGNED", ColumnType(ColumnKind.FLOAT, unsigned=True)),
+        ("FLOAT UNSIGNED ZEROFILL", ColumnType(ColumnKind.FLOAT, unsigned=True)),
+        ("FLOAT ZEROFILL", ColumnType(ColumnKind.FLOAT, unsigned=True)),
+        ("FLOAT(7,3) UNSIGNED", ColumnType(ColumnKind.FLOAT, unsigned=True, length=7)),
+        ("FLOAT(30) UNSIGNED", ColumnType(ColumnKind.DOUBLE, unsigned=True)),  # FLOAT(p), p > 24: a DOUBLE
+        ("DOUBLE UNSIGNED", ColumnType(ColumnKind.DOUBLE, unsigned=True)),
+        ("DOUBLE PRECISION UNSIGNED ZEROFILL", ColumnType(ColumnKind.DOUBLE, unsigned=True)),
+        ("REAL UNSIGNED", ColumnType(ColumnKind.DOUBLE, unsigned=True)),  # REAL is DOUBLE in TiDB
+        ("REAL", ColumnType(ColumnKind.DOUBLE)),
+        ("DECIMAL(10,4) UNSIGNED", ColumnType(ColumnKind.DECIMAL, unsigned=True, precision=10, scale=4)),
+        ("NUMERIC(5,2) ZEROFILL", ColumnType(ColumnKind.DECIMAL, unsigned=True, precision=5, scale=2)),
+        ("FIXED(6,1) ZEROFILL", ColumnType(ColumnKind.DECIMAL, unsigned=True, precision=6, scale=1)),
+        ("DEC UNSIGNED", ColumnType(ColumnKind.DECIMAL, unsigned=True, precision=10, scale=0)),
+    ],
+)
+def test_unsigned_and_zerofill_float_double_and_decimal_parse_in_create_add_and_modify(definition, expected):
+    created = parse_ddl(f"CREATE TABLE d.t (id INT PRIMARY KEY, c {definition} NOT NULL)", "d")
+    assert isinstance(created, CreateTable)
+    assert created.schema.columns[1].type == expected
+    assert parse_mysql_type(str(expected)) == expected  # the column comment reads back the same type
+    for verb in ("ADD COLUMN", "MODIFY COLUMN"):
+        altered = parse_ddl(f"ALTER TABLE d.t {verb} c {definition}", "d")
+        assert isinstance(altered, AlterTable)
+        assert altered.actions[0].column.type == expected
