@@ -302,8 +302,12 @@ def _key_part_name(node: exp.Expression) -> str:
 
 
 def _handle_from_uniques(uniques: list[tuple[str, ...]], by_name: dict[str, Column]) -> tuple[str, ...]:
-    """TiCDC's handle key without a PK: the NOT NULL unique index with the fewest columns (first wins)."""
-    candidates = [u for u in uniques if u and all(n in by_name and not by_name[n].nullable for n in u)]
+    """TiCDC's handle key without a PK: the unique index with the fewest columns (first wins) whose columns
+    are all NOT NULL and none VIRTUAL generated (see ``plan.keys``)."""
+    candidates = [
+        u for u in uniques
+        if u and all(n in by_name and not by_name[n].nullable and not by_name[n].virtual for n in u)
+    ]  # fmt: skip
     return min(candidates, key=len) if candidates else ()
 
 

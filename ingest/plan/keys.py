@@ -1,8 +1,9 @@
 """A table's unique indexes, and the handle key TiCDC identifies its rows by. Pure.
 
 TiCDC's rule (``TableInfo.findHandleIndex``): the primary key if there is one; otherwise, of the unique
-indexes whose columns are all NOT NULL, the one with the fewest columns, the oldest on a tie (the smallest
-index id, which TiDB hands out in creation order). Canal-JSON never says which key that is, so the mirror
+indexes whose columns are all NOT NULL and none a VIRTUAL generated column (``IsIndexUniqueAndNotNull``), the
+one with the fewest columns, the oldest on a tie (the smallest index id, which TiDB hands out in creation
+order). Canal-JSON never says which key that is, so the mirror
 follows every DDL that can move it (index DDL, key DDL, column renames, drops and nullability) and applies
 the rule itself.
 """
@@ -28,7 +29,8 @@ class UniqueIndex:
 
 @dataclass(frozen=True, slots=True)
 class UniqueKeys:
-    """A table's unique indexes in creation order and which columns are NOT NULL."""
+    """A table's unique indexes in creation order and which columns may be in a handle key (``not_null``:
+    NOT NULL and not VIRTUAL generated)."""
 
     indexes: tuple[UniqueIndex, ...]
     not_null: frozenset[str]

@@ -62,10 +62,16 @@ __all__ = [
 
 def unique_keys_of(statement: mysql_ddl.CreateTable) -> UniqueKeys:
     """The unique indexes a CREATE TABLE defines, named and ordered as TiDB does."""
-    keys = UniqueKeys((), frozenset(c.name for c in statement.schema.columns if not c.nullable))
+    keys = UniqueKeys((), frozenset(c.name for c in statement.schema.columns if _can_be_handle(c)))
     for index in statement.indexes:
         keys = keys.add(index.name, index.columns, primary=index.primary)
     return keys
+
+
+def _can_be_handle(column: Column) -> bool:
+    """Whether TiCDC lets the column be in a handle key (``IsIndexUniqueAndNotNull``): NOT NULL, and not a
+    VIRTUAL generated column (which has no value in a row event)."""
+    return not column.nullable and not column.virtual
 
 
 def evolve_unique_keys(
@@ -87,8 +93,8 @@ def evolve_unique_keys(
                     keys = keys.rename_column(action.old, action.column.name)
                 # A primary key column stays NOT NULL whatever its new definition says.
                 nullable = action.column.nullable and action.old not in primary
-                keys = keys.set_nullable(action.column.name, nullable)
-            elif isinstance(action, mysql_ddl.AddColumn) and not action.column.nullable:
+                keys = keys.set_nullable(action.column.name, nullable or action.column.virtual)
+            elif isinstance(action, mysql_ddl.AddColumn) and _can_be_handle(action.column):
                 keys = keys.set_nullable(action.column.name, False)
     for index_action in (
         statement.index_actions if isinstance(statement, mysql_ddl.AlterTable) else statement.actions
