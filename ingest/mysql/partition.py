@@ -185,6 +185,10 @@ def parse_alter_partition(sql: str) -> PartitionAction | None:
         return Unapplicable(f"a partition DDL the mirror cannot read ({exc})")
 
 
+# Table options an ALTER TABLE may set before its PARTITION BY (one value each).
+_TABLE_OPTIONS = ("COMMENT", "ENGINE", "AUTO_INCREMENT", "CHARSET", "COLLATE", "ROW_FORMAT", "KEY_BLOCK_SIZE")
+
+
 class _Reader:
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = [t for t in tokens if t.token_type != TokenType.SEMICOLON]
@@ -357,10 +361,15 @@ class _Reader:
 
     # -- ALTER TABLE … PARTITION ---------------------------------------------------------------------------
     def alter_action(self) -> PartitionAction:
+        self.skip_table_options()
         word = self.take()
         upper = word.upper()
         if upper == "PARTITION BY":
-            return self.finish(Repartition(self.partition_by_rest()))
+            partition_by = self.partition_by_rest()
+            if partition_by.unsupported:
+                # Recorded as not followed, whatever its clause holds: partition options end the statement.
+                self.index = len(self.tokens)
+            return self.finish(Repartition(partition_by))
         if upper == "REMOVE":
             self.take("PARTITIONING")
             return self.finish(Repartition(None))
@@ -406,6 +415,23 @@ class _Reader:
                 return self.finish(Recount(int(self.take())))
             return self.finish(AddPartitions(*self.definitions()))
         return Unapplicable(f"{upper} … PARTITION is a partition DDL the mirror does not follow")
+
+    def skip_table_options(self) -> None:
+        """Table options before a ``PARTITION BY`` (``COMMENT = 'x'``, ``ENGINE``, ``AUTO_INCREMENT``, the
+        default charset and collation): they change no row, and the DDL is the partitioning that follows."""
+        start = self.index
+        while not self.at_end() and self.peek() != "PARTITION BY":
+            self.accept("DEFAULT")
+            if self.accept("CHARACTER"):
+                self.take("SET")
+            elif not self.accept(*_TABLE_OPTIONS):
+                self.index = start
+                return
+            self.accept("=")
+            self.take()
+            self.accept(",")
+        if self.at_end():
+            self.index = start
 
     def definitions(self) -> tuple[tuple[PartitionDef, ...], str]:
         """``(PARTITION … , …)``: the definitions, or none and why they cannot be read (then skipped)."""

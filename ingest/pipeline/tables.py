@@ -21,7 +21,8 @@ from ingest.pipeline.context import BatchContext, BatchTable, Pass
 from ingest.pipeline.ddl import apply_ddl
 from ingest.pipeline.report import TableReport
 from ingest.pipeline.segments import apply_segment
-from ingest.state import table_state
+from ingest.plan import ddl_scope
+from ingest.state import ddl_history, table_state
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,20 @@ def apply_table(
     report = TableReport(table.id, applied_ts=start.applied_ts)
     state, refused = start, None
     grouped: set[int] = set()
-    for step in _steps(table, start, run.bound):
+    steps = _steps(table, start, run.bound)
+    index = 0
+    while index < len(steps):
+        step = steps[index]
+        index += 1
         if isinstance(step, order.DdlStep):
             state, refused = _ddl_step(context, table, run, step.ddl, state, grouped)
             if refused is not None:
-                break
+                drop = _dropped_after(table, steps, index)
+                if drop is None:
+                    break
+                _moot(run.session, context, table, step.ddl, steps[drop], refused)
+                index, refused = drop, None
+                continue
             report.ddls.append(step.ddl.sql)
         else:
             state = apply_segment(run.session, context, table, step, run.dml, state, report, run.held_through)
@@ -54,6 +64,38 @@ def apply_table(
     report.applied_ts = state.applied_ts
     _register_alias(run.session, context.config, table)
     return report, state, refused
+
+
+def _dropped_after(table: BatchTable, steps: list[order.Step], index: int) -> int | None:
+    """Where, after a refused DDL, upstream drops the table (DROP TABLE, DROP DATABASE), if it does."""
+    for at in range(index, len(steps)):
+        step = steps[at]
+        if isinstance(step, order.DdlStep) and ddl_scope.drops(step.ddl, table.id):
+            return at
+    return None
+
+
+def _moot(
+    spark: SparkSession,
+    context: BatchContext,
+    table: BatchTable,
+    ddl: DdlEvent,
+    drop: order.Step,
+    refused: SchemaChangeRejected,
+) -> None:
+    """A DDL the mirror refused no longer stops the table: upstream dropped the table after it. The table
+    goes straight to the DROP, which retires it as it stood below the refused DDL; the changes between went
+    with the table upstream. The DDL history says so."""
+    assert isinstance(drop, order.DdlStep)
+    why = (
+        f"upstream dropped the table at commitTs {drop.ddl.commit_ts} ({drop.ddl.sql}): it is retired as it "
+        f"stood before this DDL, which the mirror refused ({refused}), and no longer stops"
+    )
+    logger.warning("%s: DDL at %s (commitTs %d): %s", table.id, ddl.position, ddl.commit_ts, why)
+    ddl_history.record(
+        spark, context.config.state_path, table=table.id, ddl=ddl, action=ddl_history.SKIPPED, detail=why,
+        schema_before=None, schema_after=None, run_id=context.run_id, listed=context.listed,
+    )  # fmt: skip
 
 
 def _steps(table: BatchTable, state: TableState, bound: int) -> list[order.Step]:

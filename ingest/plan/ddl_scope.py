@@ -45,6 +45,14 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
     return [ddl.table] if ddl.table.table else []
 
 
+def drops(ddl: DdlEvent, table: TableId) -> bool:
+    """Whether the DDL removes ``table`` upstream: a DROP TABLE of it or a DROP DATABASE of its database."""
+    statement = statement_of(ddl)
+    if isinstance(statement, mysql_ddl.DropTable):
+        return statement.table == table
+    return isinstance(statement, mysql_ddl.DropDatabase) and statement.schema == table.schema
+
+
 def is_rename(ddl: DdlEvent) -> bool:
     """Whether a DDL renames tables (its affected tables then come in (source, target) pairs)."""
     return isinstance(statement_of(ddl), mysql_ddl.RenameTables)

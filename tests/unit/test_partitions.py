@@ -142,6 +142,46 @@ def test_partition_ddl_forms(sql, action):
     assert parse_ddl(sql, "s") == PartitionDdl(T, action)
 
 
+@pytest.mark.parametrize(
+    ("sql", "method", "why"),
+    [
+        ("ALTER TABLE `s`.`pt` PARTITION BY KEY (`a`) PARTITIONS 7", "KEY", "KEY: the mirror does not"),
+        ("ALTER TABLE pt PARTITION BY LINEAR KEY (a) PARTITIONS 3", "KEY", "LINEAR KEY"),
+        ("ALTER TABLE pt PARTITION BY KEY () PARTITIONS 2", "KEY", "KEY"),
+        ("ALTER TABLE pt PARTITION BY KEY COLUMNS (a) PARTITIONS 7", "KEY", "KEY"),
+        ("ALTER TABLE pt PARTITION BY LINEAR HASH (a) PARTITIONS 3", "HASH", "LINEAR HASH"),
+        (
+            "ALTER TABLE pt PARTITION BY RANGE (a) SUBPARTITION BY HASH (a) SUBPARTITIONS 2 "
+            "(PARTITION p0 VALUES LESS THAN (10))",
+            "RANGE",
+            "SUBPARTITION",
+        ),
+    ],
+)
+def test_a_partition_by_the_mirror_does_not_follow_is_recorded_whatever_its_clause_holds(sql, method, why):
+    statement = parse_ddl(sql, "s")
+    assert isinstance(statement, PartitionDdl) and isinstance(statement.action, mp.Repartition)
+    assert statement.action.partition_by is not None
+    assert statement.action.partition_by.method == method and why in statement.action.partition_by.unsupported
+
+
+def test_table_options_before_a_partition_by_change_no_row_and_the_partitioning_is_followed():
+    statement = parse_ddl(
+        "ALTER TABLE pt COMMENT = 'x', ENGINE = InnoDB, DEFAULT CHARACTER SET = utf8mb4 PARTITION BY "
+        "RANGE (a) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (MAXVALUE))",
+        "s",
+    )
+    assert statement == PartitionDdl(
+        T,
+        mp.Repartition(
+            mp.PartitionBy("RANGE", "a", (mp.PartitionDef("p0", bound="10"), mp.PartitionDef("p1")))
+        ),
+    )
+    hashed = parse_ddl("ALTER TABLE pt COMMENT 'x' PARTITION BY HASH (a) PARTITIONS 2", "s")
+    assert isinstance(hashed, PartitionDdl) and isinstance(hashed.action, mp.Repartition)
+    assert hashed.action.partition_by is not None and not hashed.action.partition_by.unsupported
+
+
 def test_columns_named_like_partitions_are_no_partition_ddl():
     assert not isinstance(parse_ddl("ALTER TABLE pt ADD COLUMN partition_id int", "s"), PartitionDdl)
     assert not isinstance(parse_ddl("ALTER TABLE pt ADD COLUMN `partition` int", "s"), PartitionDdl)

@@ -13,6 +13,7 @@ from ingest.config import IngestConfig
 from ingest.errors import ConfigError, TablesStopped, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
+from ingest.state import ddl_history
 from ingest.state.progress import load_progress
 from testkit.sample import CUSTOMERS, ORDERS, STOCK, Stream, build_sample
 from testkit.sample import SIMPLE_FOR_TESTS as SIMPLE
@@ -400,6 +401,38 @@ def test_an_unsupported_ddl_stops_its_table_just_below_it_and_keeps_what_follows
     assert delta_rows(spark, str(lake), T) == expected_rows(stream, T, stream.tso(t))
     committed = load_progress(spark, f"{lake}/_ingest", "default")
     assert committed.run_id == 1 and committed.buffered == 2
+
+
+@pytest.mark.parametrize("dropped_later", [False, True])
+def test_a_drop_ends_a_stop_the_table_retires_as_it_stood_below_the_refused_ddl(
+    spark, run, lake, dropped_later
+):
+    stream, t = simple_stream()
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
+    stream.ddl("app", "t", "ALTER TABLE `t` TRUNCATE PARTITION `p0`", stream.tso(t + 1), "ALTER")
+    stream.insert(T, {"id": 2, "v": "b"}, stream.tso(t + 2))
+    stream.watermark(stream.tso(t + 3))
+    if dropped_later:  # the stop outlives a run first
+        with pytest.raises(TablesStopped, match=r"TRUNCATE PARTITION"):
+            run(stream)
+    # A CREATE TABLE the mirror refuses (no key TiCDC could use), then dropped too.
+    nokey = TableId("app", "nokey")
+    stream.ddl("app", "nokey", "CREATE TABLE `app`.`nokey` (`a` int(11))", stream.tso(t + 4), "CREATE")
+    stream.drop_table(T, stream.tso(t + 5))
+    stream.drop_table(nokey, stream.tso(t + 6))
+    stream.watermark(stream.tso(t + 7))
+    result = run(stream)  # no table stops: upstream dropped both
+    assert result.global_watermark == stream.tso(t + 7)
+    detail = DeltaTable.forPath(spark, located(lake, T)).detail().first()
+    assert detail["properties"]["ticdc.retired"].startswith("dropped by DROP TABLE")
+    # Retired as it stood below the refused DDL (archive keeps the last rows).
+    assert delta_rows(spark, str(lake), T) == expected_rows(stream, T, stream.tso(t))
+    history = {(r["table"], r["commit_ts"]): r for r in ddl_history.read(spark, f"{lake}/_ingest").collect()}
+    moot = history[("app.t", stream.tso(t + 1))]
+    assert moot["action"] == "skipped" and "upstream dropped the table" in moot["detail"]
+    assert history[("app.t", stream.tso(t + 5))]["action"] == "applied"
+    assert history[("app.nokey", stream.tso(t + 4))]["action"] == "skipped"
+    assert run(stream).global_watermark == stream.tso(t + 7)  # and again: nothing stops
 
 
 def test_partition_outside_the_configured_set_is_a_configuration_error(spark, run, lake):
