@@ -15,7 +15,11 @@ were checked against what TiDB itself returns after each change (tests/fixtures/
   drops trailing spaces;
 - text to JSON: TiDB's spelling of the document (``decode.tidb_json``);
 - DATETIME/TIMESTAMP/TIME to fewer fraction digits round half up (toward the later time: TIME -10:00:00.5
-  becomes -10:00:00); DATETIME to DATE drops the time; BINARY(n) pads with 0x00 to n bytes.
+  becomes -10:00:00); DATETIME to DATE drops the time; BINARY(n) pads with 0x00 to n bytes;
+- into a narrower type (``mysql.limits``, what TiDB stores under a non-strict ``sql_mode``): a number out
+  of range becomes the nearest limit (signed to UNSIGNED, narrower integers and DECIMALs, FLOAT/DOUBLE to
+  UNSIGNED), text keeps its first n characters in CHAR(n)/VARCHAR(n), bytes their first n bytes in
+  BINARY(n)/VARBINARY(n).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pyspark.sql import types as T
 
 from ingest.apply.convert import spark_type
 from ingest.model import ColumnKind, ColumnType
+from ingest.mysql import limits
 from ingest.mysql.json_text import tidb_json_text
 
 _INTEGERS = frozenset(
@@ -76,6 +81,24 @@ def plan_retype(old: ColumnType, new: ColumnType, is_widening: bool) -> RetypePl
     return RetypePlan(Retype.WIDEN if is_widening else Retype.REWRITE)
 
 
+def within_limits(value: Column, old: ColumnType, new: ColumnType) -> Column | None:
+    """For a change whose only conversion is to ``new``'s limits (a narrower length or range, signed to
+    UNSIGNED), a predicate true of each value that stays exactly as it is; None for any other change."""
+    if new.kind is ColumnKind.VARCHAR and old.kind in (ColumnKind.VARCHAR, ColumnKind.TEXT):
+        return F.char_length(value) <= F.lit(limits.length(new))
+    if new.kind is ColumnKind.VARBINARY and old.kind in (ColumnKind.VARBINARY, ColumnKind.BLOB):
+        return F.octet_length(value) <= F.lit(limits.length(new))
+    if new.kind in _FLOATS and new.kind is old.kind:
+        return value >= 0
+    same_numbers = old.kind in _INTEGERS and new.kind in _INTEGERS | {ColumnKind.DECIMAL}
+    if old.kind is ColumnKind.DECIMAL and new.kind is ColumnKind.DECIMAL:
+        same_numbers = (new.scale or 0) >= (old.scale or 0)
+    bounds = limits.number_range(new)
+    if same_numbers and bounds is not None:
+        return value.between(F.lit(bounds[0]), F.lit(bounds[1]))
+    return None
+
+
 def _fsp(column_type: ColumnType) -> int:
     return column_type.length or 0 if column_type.kind in (*_MOMENTS, ColumnKind.TIME) else 0
 
@@ -98,17 +121,24 @@ def _values_change(old: ColumnType, new: ColumnType) -> bool:
         return True  # members in definition order
     if new.kind is ColumnKind.ENUM and old.kind is not ColumnKind.ENUM:
         return True  # labels as the definition spells them
+    shorter = new.kind in limits.CHARS | limits.BYTES and limits.shortens(old, new)
+    if shorter and old.kind in _TEXTS | _BYTES:
+        return True  # the first n characters (bytes) of a longer value
+    if new.kind in _FLOATS and new.unsigned and not old.unsigned:
+        return True  # a negative number becomes 0
+    if new.kind in _INTEGERS | {ColumnKind.DECIMAL} and not _same_numbers(old, new):
+        return True  # a number out of the new range becomes its nearest limit
     return spark_type(old) != spark_type(new) and not _same_numbers(old, new)
 
 
 def _same_numbers(old: ColumnType, new: ColumnType) -> bool:
     """Integers (and integer-valued DECIMALs) that every value of ``old`` keeps exactly in ``new``."""
     if old.kind in _NUMBERS and new.kind in _INTEGERS | {ColumnKind.BIT}:
-        return True  # TiDB refuses the change when a value does not fit
+        return limits.holds(old, new)
     if old.kind in _INTEGERS | {ColumnKind.BIT} and new.kind is ColumnKind.DECIMAL:
-        return True
+        return limits.holds(old, new)
     if old.kind is ColumnKind.DECIMAL and new.kind is ColumnKind.DECIMAL:
-        return (new.scale or 0) >= (old.scale or 0)
+        return (new.scale or 0) >= (old.scale or 0) and limits.holds(old, new)
     if old.kind is ColumnKind.FLOAT and new.kind is ColumnKind.DOUBLE:
         return True
     return old.kind is ColumnKind.DATE and new.kind is ColumnKind.DATETIME
@@ -152,18 +182,23 @@ def converted(value: Column, old: ColumnType, new: ColumnType) -> Column:
     kind = new.kind
     if kind is ColumnKind.YEAR:
         return _to_year(value, old)
+    if kind in _INTEGERS:
+        return _clamped(_to_integer(value, old, T.DecimalType(38, 0)), new).try_cast(target)
     if kind in _NUMBERS:
         return _to_integer(value, old, target)
     if kind is ColumnKind.DECIMAL and isinstance(target, T.DecimalType):
-        return _to_decimal(value, old, target)
+        return _clamped(_to_decimal(value, old, T.DecimalType(38, new.scale or 0)), new).try_cast(target)
     if kind is ColumnKind.DECIMAL:
         return _widen_decimal_text(value, old, new)
     if kind in _FLOATS:
-        return value.try_cast(target)
+        number = value.try_cast(target)
+        return F.when(number < 0, F.lit(0).cast(target)).otherwise(number) if new.unsigned else number
     if kind in _BYTES:
+        limit = limits.length(new)
+        kept = F.substring(value, 1, limit) if limit is not None else value
         if kind is not ColumnKind.BINARY:
-            return value
-        return F.concat(value, F.unhex(F.repeat(F.lit("00"), F.lit(new.length or 0) - F.octet_length(value))))
+            return kept
+        return F.concat(kept, F.unhex(F.repeat(F.lit("00"), F.lit(new.length or 0) - F.octet_length(kept))))
     if kind is ColumnKind.DATE:
         return value.try_cast(T.DateType())
     if kind in _MOMENTS:
@@ -175,11 +210,24 @@ def converted(value: Column, old: ColumnType, new: ColumnType) -> Column:
     return _to_text(value, old, new)
 
 
+def _clamped(number: Column, new: ColumnType) -> Column:
+    """``number`` within ``new``'s range: beyond it, the nearest limit (as TiDB stores it)."""
+    bounds = limits.number_range(new)
+    if bounds is None:
+        return number
+    low, high = bounds
+    # least and greatest skip a NULL; a NULL stays NULL.
+    return F.when(number.isNotNull(), F.least(F.greatest(number, F.lit(low)), F.lit(high)))
+
+
 def _to_integer(value: Column, old: ColumnType, target: T.DataType) -> Column:
     if old.kind is ColumnKind.DECIMAL:
         return F.round(value.try_cast(T.DecimalType(38, old.scale or 0)), 0).try_cast(target)
     if old.kind in _FLOATS:
-        return F.bround(value, 0).try_cast(target)
+        # Beyond a DECIMAL(38)'s digits only as a limit: every integer type's range is far inside it.
+        rounded = F.bround(value, 0)
+        whole = F.when(rounded > 1e37, F.lit(1e37)).when(rounded < -1e37, F.lit(-1e37)).otherwise(rounded)
+        return whole.try_cast(target)
     if old.kind in (*_TEXTS, *_LABELS):
         integral = F.trim(value).rlike(r"^[+-]?\d+$")
         return F.when(integral, F.trim(value).try_cast(T.DecimalType(38, 0))).try_cast(target)
@@ -245,6 +293,9 @@ def _to_text(value: Column, old: ColumnType, new: ColumnType) -> Column:
         text = F.date_format(value, f"yyyy-MM-dd HH:mm:ss{fraction}")
     else:
         text = value.cast(T.StringType())
+    limit = limits.length(new) if new.kind in limits.CHARS else None
+    if limit is not None:
+        text = F.substring(text, 1, limit)  # characters, not bytes
     if new.kind is ColumnKind.CHAR:
         return F.regexp_replace(text, r" +$", "")
     if new.kind is ColumnKind.ENUM and new.elements:

@@ -99,6 +99,29 @@ def rewrite_column(
     return None
 
 
+def unless_all_within_limits(
+    spark: SparkSession,
+    path: str,
+    change: plan.ChangeType,
+    old: ColumnType,
+    rewrite: retype.RetypePlan,
+    widening: bool,
+) -> retype.RetypePlan:
+    """A change that converts only the values beyond the new type's limits (a narrower VARCHAR, a signed
+    column made UNSIGNED) rewrites nothing when every value is within them (one aggregate), as in strict
+    mode, where TiDB refuses the change otherwise: only the comment changes, or Delta widens the type."""
+    column = F.col(quote(change.name))
+    fits = retype.within_limits(column, old, change.type)
+    target = convert.spark_type(change.type)
+    same = convert.spark_type(old) == target
+    if fits is None or not (same or widening):
+        return rewrite
+    beyond = delta_io.read(spark, path).agg(F.count_if(column.isNotNull() & ~fits)).first()
+    if beyond is None or beyond[0]:
+        return rewrite
+    return retype.RetypePlan(retype.Retype.COMMENT if same else retype.Retype.WIDEN)
+
+
 def _unconvertible(
     spark: SparkSession, path: str, change: plan.ChangeType, old: ColumnType, timezone: str
 ) -> str | None:

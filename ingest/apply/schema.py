@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.apply import convert, retype
-from ingest.apply.rewrite import add_generated, rewrite_column
+from ingest.apply.rewrite import add_generated, rewrite_column, unless_all_within_limits
 from ingest.apply.table import (
     AUTO_COMPACT,
     CHANGE_FEED,
@@ -391,7 +391,10 @@ def change_type(
         return f"column {change.name} does not exist"
     old = convert.column_type_of(field) or convert.column_type_for(field.dataType)
     target = convert.spark_type(change.type)
-    plan_ = retype.plan_retype(old, change.type, convert.is_widening(field.dataType, target))
+    widening = convert.is_widening(field.dataType, target)
+    plan_ = retype.plan_retype(old, change.type, widening)
+    if plan_.how is retype.Retype.REWRITE:
+        plan_ = unless_all_within_limits(spark, path, change, old, plan_, widening)
     described = f"{old} -> {change.type}"
     if plan_.how is retype.Retype.REFUSE:
         return f"{described}: {plan_.reason}"

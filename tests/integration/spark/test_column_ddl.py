@@ -190,3 +190,40 @@ def test_add_primary_key_moves_the_merge_key(spark, run, lake, protocol):
     run(s, protocol=protocol)
     assert delta_rows(spark, str(lake), k) == expected_rows(s, k, s.tso(7))
     assert len(delta_rows(spark, str(lake), k)) == 3
+
+
+def test_a_narrowing_type_change_converts_as_tidb_does_under_a_non_strict_sql_mode(spark, run, lake):
+    """Under sql_mode '' TiDB accepts a MODIFY COLUMN over values that do not fit and stores them at the new
+    type's limits (TiCDC sends no rows for it): text keeps its first characters, a number out of range
+    becomes the nearest limit, a negative one 0 in an UNSIGNED column. The values expected are TiDB's."""
+    w = TableId("app", "w")
+    s = Stream(topic="cdc", partitions=1)
+    s.create_table(
+        "CREATE TABLE `app`.`w` (`id` int(11) NOT NULL, `b` varchar(30) DEFAULT NULL, "
+        "`i` int(11) DEFAULT NULL, `t` bigint(20) DEFAULT NULL, `d` decimal(10,4) DEFAULT NULL, `f` double DEFAULT NULL, "
+        "`n` varchar(30) DEFAULT NULL, PRIMARY KEY (`id`))",
+        s.tso(1),
+    )
+    s.insert(w, {"id": 1, "b": "2023-04-19 11:48:00", "i": -1, "t": 300, "d": Decimal("12345.6789"),
+                 "f": -2.5, "n": "ok"}, s.tso(2))  # fmt: skip
+    s.insert(w, {"id": 2, "b": "ü€x", "i": 7, "t": -300, "d": Decimal("-1.2355"), "f": 1.5, "n": "ok"},
+             s.tso(2))  # fmt: skip
+    s.insert(w, {"id": 3, "b": None, "i": None, "t": None, "d": None, "f": None, "n": "ok"}, s.tso(2))
+    for column, type_text in [
+        ("b", "varchar(2)"), ("i", "int(10) unsigned"), ("t", "tinyint(4)"), ("d", "decimal(5,2)"),
+        ("f", "double unsigned"), ("n", "varchar(5)"),
+    ]:  # fmt: skip
+        s.modify_column(w, column, type_text, s.tso(3))
+    s.insert(w, {"id": 4, "b": "zz", "i": 9, "t": 1, "d": Decimal("1.50"), "f": 0.5, "n": "new"}, s.tso(4))
+    s.watermark(s.tso(5))
+    run(s)
+    found = {k[0]: v for k, v in delta_rows(spark, str(lake), w).items()}
+    assert {k: (v["b"], v["i"], v["t"], v["d"], v["f"], v["n"]) for k, v in found.items()} == {
+        1: ("20", 0, 127, Decimal("999.99"), 0.0, "ok"),
+        2: ("ü€", 7, -128, Decimal("-1.24"), 1.5, "ok"),  # characters, not bytes; half away from zero
+        3: (None, None, None, None, None, "ok"),
+        4: ("zz", 9, 1, Decimal("1.5"), 0.5, "new"),
+    }
+    types = schema(spark, lake)
+    # Every value of n fits varchar(5): no rewrite, only its comment; i became a wider Delta type.
+    assert (types["n"], types["i"], types["t"], types["d"]) == ("string", "bigint", "tinyint", "decimal(5,2)")
