@@ -200,7 +200,8 @@ def test_a_narrowing_type_change_converts_as_tidb_does_under_a_non_strict_sql_mo
     s = Stream(topic="cdc", partitions=1)
     s.create_table(
         "CREATE TABLE `app`.`w` (`id` int(11) NOT NULL, `b` varchar(30) DEFAULT NULL, "
-        "`i` int(11) DEFAULT NULL, `t` bigint(20) DEFAULT NULL, `d` decimal(10,4) DEFAULT NULL, `f` double DEFAULT NULL, "
+        "`i` int(11) DEFAULT NULL, `t` bigint(20) DEFAULT NULL, `d` decimal(10,4) DEFAULT NULL, "
+        "`f` double DEFAULT NULL, "
         "`n` varchar(30) DEFAULT NULL, PRIMARY KEY (`id`))",
         s.tso(1),
     )
