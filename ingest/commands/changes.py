@@ -79,6 +79,7 @@ class TableChanges:
     columns: tuple[str, ...] = ()  # at the end of the range
     before_columns: tuple[str, ...] = ()  # at its start
     compared: tuple[str, ...] = ()  # upstream columns of the same name and type at both ends
+    types: Mapping[str, str] = field(default_factory=dict)  # each column's type at the end, in SQL
 
     def query(self, segment: ChangeSegment) -> str:
         """The Spark SQL query of one segment's rows (it must not be empty)."""
@@ -102,7 +103,7 @@ class TableChanges:
         ddls = self.ddls()
         ends = changes_sql.Ends(
             self.key, self.after, self.columns, self.before, self.before_columns, self.compared,
-            ddls[-1][0] if ddls else None,
+            ddls[-1][0] if ddls else None, self.types,
         )  # fmt: skip
         return changes_sql.net_query(self._source(), self._versions(), parts, ends)
 
@@ -279,6 +280,7 @@ def _table_changes(
         table, path, before, after, tuple(segments), info.key, info.commit_ts_column, rules.bound_of(commits),
         rules.stamps_of(commits), rules.own_versions(commits), tuple(end.fieldNames()),
         tuple(start.fieldNames()) if start is not None else (), compared,
+        {f.name: f.dataType.simpleString() for f in end.fields},
     )  # fmt: skip
 
 

@@ -140,7 +140,9 @@ def net_query(
                 f"coalesce(b.{quote(c)}, a.{quote(c)}) AS {quote(c)}" if ends.before else f"b.{quote(c)}"
             )
         elif c in at_start:
-            values.append(f"CASE WHEN b.{_AT_B} THEN b.{quote(c)} ELSE a.{quote(c)} END AS {quote(c)}")
+            # A column whose type changed inside the range: a delete's value at the start, in the end's type.
+            start = f"a.{quote(c)}" if c in ends.compared else f"try_cast(a.{quote(c)} AS {ends.types[c]})"
+            values.append(f"CASE WHEN b.{_AT_B} THEN b.{quote(c)} ELSE {start} END AS {quote(c)}")
         else:
             values.append(f"b.{quote(c)}")
     touched = (
@@ -180,6 +182,7 @@ class Ends:
     before_columns: tuple[str, ...]
     compared: tuple[str, ...]  # upstream columns of the same name and type at both ends
     ddl_ts: int | None  # the TSO of the range's last DDL
+    types: Mapping[str, str]  # each column's type at the end, as SQL names it
 
 
 def _on(left: str, right: str, key: tuple[str, ...]) -> str:
