@@ -118,8 +118,15 @@ def ddl_event(
     handle_key: tuple[str, ...] | None = None,
 ) -> DdlEvent:
     """A DDL event with its statement parsed, once, where it enters: every stage after reads the parsed
-    form (unqualified names resolve against the event's database)."""
-    return DdlEvent(table, commit_ts, sql, ddl_type, position, handle_key, parse_ddl(sql, table.schema))
+    form (unqualified names resolve against the event's database). A ``handle_key`` a protocol announces
+    over a VIRTUAL column the CREATE TABLE defines gives way to TiCDC's own rule: TiCDC's Simple encoder
+    marks such an index NOT NULL, but TiCDC never identifies rows by it."""
+    statement = parse_ddl(sql, table.schema)
+    if isinstance(statement, CreateTable) and handle_key is not None:
+        virtual = {c.name for c in statement.schema.columns if c.virtual}
+        if virtual & set(handle_key):
+            handle_key = statement.schema.key
+    return DdlEvent(table, commit_ts, sql, ddl_type, position, handle_key, statement)
 
 
 class TiDB(MySQL):

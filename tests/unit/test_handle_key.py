@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.mysql.ddl import AlterTable, CreateTable, parse_ddl
+from ingest.model import Position, TableId
+from ingest.mysql.ddl import AlterTable, CreateTable, ddl_event, parse_ddl
 from ingest.plan.schema import evolve_unique_keys, unique_keys_of
 
 # TiCDC's own integration workload: the first unique index is over a VIRTUAL column, so TiCDC keys by c.
@@ -51,3 +52,15 @@ def test_a_column_made_virtual_leaves_the_handle():
     modified = parse_ddl("ALTER TABLE d.t3 MODIFY COLUMN b INT AS (a + 1) VIRTUAL NOT NULL", "d")
     assert isinstance(modified, AlterTable)
     assert evolve_unique_keys(keys, modified).handle() == ("c",)
+
+
+def test_a_key_announced_over_a_virtual_column_gives_way_to_ticdcs_rule():
+    # TiCDC's Simple encoder marks idx1 NOT NULL (b is declared NOT NULL), so the schema it sends names b.
+    event = ddl_event(
+        TableId("d", "t1"), 1, VIRTUAL_FIRST.format(kind="VIRTUAL"), "CREATE", Position("t", 0, 0), ("b",)
+    )
+    assert event.handle_key == ("c",)
+    stored = ddl_event(
+        TableId("d", "t1"), 1, VIRTUAL_FIRST.format(kind="STORED"), "CREATE", Position("t", 0, 0), ("b",)
+    )
+    assert stored.handle_key == ("b",)
