@@ -130,12 +130,9 @@ def ddl_event(
 
 
 class TiDB(MySQL):
-    """sqlglot's MySQL dialect with TiDB's column types where the two differ: ``REAL`` is ``DOUBLE`` (TiDB's
-    default ``sql_mode`` has no ``REAL_AS_FLOAT``), and ``FLOAT[(M,D)] UNSIGNED`` parses (as
-    ``types.UNSIGNED_FLOAT``); UNSIGNED DOUBLE and DECIMAL, and ZEROFILL on all three, MySQL's reads."""
-
-    class Tokenizer(MySQL.Tokenizer):
-        KEYWORDS: ClassVar = {**MySQL.Tokenizer.KEYWORDS, "REAL": TokenType.DOUBLE}
+    """sqlglot's MySQL dialect where TiDB's column types differ: ``FLOAT[(M,D)] UNSIGNED`` parses (as
+    ``types.UNSIGNED_FLOAT``); UNSIGNED DOUBLE and DECIMAL, and ZEROFILL on all three, MySQL's reads (type
+    synonyms are spelled out before, in ``tidb_syntax``)."""
 
     class Parser(MySQL.Parser):  # type: ignore[misc,valid-type]  # a class attribute in sqlglot 30
         SIGNED_TO_UNSIGNED_TYPE_TOKEN: ClassVar = {

@@ -164,6 +164,12 @@ def normalize(sql: str) -> Normalized:
         elif kind == TokenType.FLOAT and token.text.upper() == "REAL":
             # MySQL's REAL is DOUBLE (unless the REAL_AS_FLOAT SQL mode, which TiCDC never reports).
             edits.append((i, i, "DOUBLE"))
+        elif (spelling := _type_synonym(tokens, i)) is not None:
+            edits.append((i, spelling[0], spelling[1]))
+            i = spelling[0] + 1
+            continue
+        elif (attribute := _column_attribute_end(tokens, i)) is not None:
+            end = attribute
         elif kind == TokenType.ALIAS and depth == (0 if alter else 1) and _generated_without_kind(tokens, i):
             # sqlglot reads AS (expr) NOT NULL as (expr) IS NOT NULL; VIRTUAL is what an omitted kind means.
             close = _skip_parens(tokens, i + 1) - 1
@@ -188,6 +194,54 @@ def normalize(sql: str) -> Normalized:
         position = tokens[last_token].end + 1
     out.append(text[position:])
     return Normalized("".join(out), tuple(dropped))
+
+
+# TiDB's synonyms of column types that sqlglot's MySQL dialect reads as another type, or not at all.
+_SYNONYMS = {"INT8": "BIGINT", "INT3": "MEDIUMINT", "MIDDLEINT": "MEDIUMINT"}
+_LONG = {TokenType.VARCHAR: "MEDIUMTEXT", TokenType.VARBINARY: "MEDIUMBLOB"}
+
+
+def _type_synonym(tokens: list[Token], i: int) -> tuple[int, str] | None:
+    """A type's synonym at ``i`` (after a column's name): the last token it spans and the type it means.
+    ``LONG`` and ``LONG VARCHAR`` are MEDIUMTEXT, ``LONG VARBINARY`` MEDIUMBLOB, ``INT8`` BIGINT (sqlglot
+    reads it as TINYINT), ``INT3``/``MIDDLEINT`` MEDIUMINT; ``NATIONAL`` before CHAR/VARCHAR means nothing
+    more."""
+    token = tokens[i]
+    if i == 0 or tokens[i - 1].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+        return None
+    upper = token.text.upper()
+    following = tokens[i + 1] if i + 1 < len(tokens) else None
+    if token.token_type != TokenType.IDENTIFIER and upper in _SYNONYMS:
+        return i, _SYNONYMS[upper]
+    if token.token_type == TokenType.BIGINT and upper == "LONG":
+        if following is not None and following.token_type in _LONG:
+            return i + 1, _LONG[following.token_type]
+        return i, "MEDIUMTEXT"
+    texts = (TokenType.CHAR, TokenType.VARCHAR, TokenType.NCHAR, TokenType.NVARCHAR)
+    if upper == "NATIONAL" and following is not None and following.token_type in texts:
+        return i, ""
+    return None
+
+
+_ATTRIBUTE_VALUES = {
+    "STORAGE": {"DISK", "MEMORY", "DEFAULT"}, "COLUMN_FORMAT": {"FIXED", "DYNAMIC", "DEFAULT"},
+}  # fmt: skip
+
+
+def _column_attribute_end(tokens: list[Token], i: int) -> int | None:
+    """The last token of a column attribute that says how MySQL stores a column, or whether a CHECK is
+    enforced (``STORAGE MEMORY``, ``COLUMN_FORMAT FIXED``, ``[NOT] ENFORCED``): TiDB parses and ignores
+    them, and sqlglot stops on them."""
+    word = _word(tokens[i])
+    following = tokens[i + 1].text.upper() if i + 1 < len(tokens) else ""
+    column_name = i == 0 or tokens[i - 1].token_type in (TokenType.COMMA, TokenType.L_PAREN)
+    if word in _ATTRIBUTE_VALUES and following in _ATTRIBUTE_VALUES[word] and not column_name:
+        return i + 1
+    if tokens[i].token_type == TokenType.NOT and following == "ENFORCED" and i > 0:
+        return i + 1 if tokens[i - 1].token_type == TokenType.R_PAREN else None
+    if word == "ENFORCED" and i > 0 and tokens[i - 1].token_type == TokenType.R_PAREN:
+        return i
+    return None
 
 
 def _generated_without_kind(tokens: list[Token], i: int) -> bool:

@@ -147,3 +147,25 @@ def test_unsigned_and_zerofill_float_double_and_decimal_parse_in_create_add_and_
         altered = parse_ddl(f"ALTER TABLE d.t {verb} c {definition}", "d")
         assert isinstance(altered, AlterTable)
         assert altered.actions[0].column.type == expected
+
+
+@pytest.mark.parametrize(
+    ("definition", "expected"),
+    [
+        ("INT8", "bigint"), ("INT8 UNSIGNED", "bigint unsigned"), ("INT3", "mediumint"),
+        ("MIDDLEINT", "mediumint"),
+        ("INT1", "tinyint"), ("INT2", "smallint"), ("INT4", "int"), ("INTEGER", "int"), ("FLOAT4", "float"),
+        ("FLOAT8", "double"), ("LONG", "text"), ("LONG VARCHAR", "text"), ("LONG CHAR VARYING", "text"),
+        ("LONG VARBINARY", "blob"), ("NATIONAL VARCHAR(10)", "varchar(10)"), ("NATIONAL CHAR(2)", "char(2)"),
+        ("NCHAR(3)", "char(3)"), ("INT STORAGE MEMORY", "int"), ("INT COLUMN_FORMAT FIXED", "int"),
+        ("INT STORAGE DISK COLUMN_FORMAT DYNAMIC", "int"),
+        ("INT CONSTRAINT c1 CHECK (c > 0) NOT ENFORCED", "int"),
+        ("INT CHECK (c > 0) ENFORCED", "int"), ("SERIAL", "bigint unsigned"),
+        ("VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin COMMENT 'x'", "varchar(10)"),
+        ("TIMESTAMP(3) DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)", "timestamp(3)"),
+    ],
+)  # fmt: skip
+def test_every_type_spelling_and_column_attribute_tidb_accepts_parses(definition, expected):
+    created = parse_ddl(f"CREATE TABLE d.t (id INT PRIMARY KEY, c {definition})", "d")
+    assert isinstance(created, CreateTable), created
+    assert str(created.schema.columns[1].type) == expected
