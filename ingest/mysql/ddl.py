@@ -45,6 +45,7 @@ from ingest.mysql.statements import (
     OtherDdl,
     PartitionDdl,
     PrimaryKeyChange,
+    RecoverTable,
     RenameColumn,
     RenameIndex,
     RenameTables,
@@ -77,6 +78,7 @@ __all__ = [
     "OtherDdl",
     "PartitionDdl",
     "PrimaryKeyChange",
+    "RecoverTable",
     "RenameColumn",
     "RenameIndex",
     "RenameTables",
@@ -189,6 +191,9 @@ def _by_text(sql: str, default_schema: str, dropped: tuple[str, ...]) -> Stateme
     database = _ALTER_DATABASE.match(sql)
     if database:
         return DatabaseOptions(_qualified(database.group(1), default_schema).table)
+    recover = _recover(sql, default_schema)
+    if recover is not None:
+        return recover
     rename = re.match(r"\s*RENAME\s+TABLES?\s+(.*?)\s*;?\s*$", sql, re.IGNORECASE | re.DOTALL)
     if rename:
         return _rename_tables(rename.group(1), default_schema)
@@ -405,6 +410,26 @@ def _is_index_action(action: exp.Expression) -> bool:
         isinstance(action, exp.AddConstraint)
         and action.find(exp.PrimaryKey, exp.PrimaryKeyColumnConstraint) is None
     )
+
+
+_RECOVER = re.compile(rf"\s*RECOVER\s+TABLE\s+(?:BY\s+JOB\s+\d+|{_QUALIFIED})\s*;?\s*$", re.IGNORECASE)
+_FLASHBACK = re.compile(
+    rf"\s*FLASHBACK\s+TABLE\s+{_QUALIFIED}(?:\s+TO\s+{_QUALIFIED})?\s*;?\s*$", re.IGNORECASE
+)
+
+
+def _recover(sql: str, default_schema: str) -> RecoverTable | None:
+    """RECOVER TABLE and FLASHBACK TABLE (TiDB's ways to undo a DROP or TRUNCATE; sqlglot reads neither)."""
+    recover = _RECOVER.match(sql)
+    if recover:
+        named = _qualified(recover.group(1), default_schema) if recover.group(1) else None
+        return RecoverTable(named, named)
+    flashback = _FLASHBACK.match(sql)
+    if flashback:
+        source = _qualified(flashback.group(1), default_schema)
+        target = flashback.group(2)
+        return RecoverTable(_qualified(target, source.schema) if target else source, source)
+    return None
 
 
 def _rename_tables(text: str, default_schema: str) -> Statement:

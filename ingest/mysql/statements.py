@@ -130,6 +130,16 @@ class TruncateTable:
 
 
 @dataclass(frozen=True, slots=True)
+class RecoverTable:
+    """``RECOVER TABLE t``, ``RECOVER TABLE BY JOB n`` or ``FLASHBACK TABLE t [TO t2]``: the dropped table
+    ``source`` comes back, with the rows it had at its DROP, as ``table`` (None for ``BY JOB``, whose text
+    names no table: the DDL event's own table is both)."""
+
+    table: TableId | None
+    source: TableId | None
+
+
+@dataclass(frozen=True, slots=True)
 class CreateDatabase:
     schema: str
 
@@ -200,6 +210,7 @@ Statement = (
     | CreateTableLike
     | AlterTable
     | TruncateTable
+    | RecoverTable
     | CreateDatabase
     | DropTable
     | DropDatabase

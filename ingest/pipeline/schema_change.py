@@ -12,7 +12,8 @@ from pyspark.sql import SparkSession
 
 from ingest.apply import rewrite as apply_rewrite
 from ingest.apply import schema as apply_schema
-from ingest.config import IngestConfig, TypeChangePolicy
+from ingest.config import DropTablePolicy, IngestConfig, TypeChangePolicy
+from ingest.lake import delta_io
 from ingest.plan import schema as plan
 from ingest.state import table_state
 from ingest.state.table_state import PROPERTY_UNIQUE_KEYS
@@ -79,6 +80,47 @@ def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any
         )
 
 
+def _revive(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> str | None:
+    """RECOVER / FLASHBACK TABLE: the mirror's copy of the dropped table, as it was just before its DROP,
+    under the name the DDL gives. Once the copy is there (a kill after it, then the DDL again) it stands."""
+    source = config.mirror.address(change.source)
+    if _revived(spark, path, metadata):
+        return None
+    why = _no_copy(spark, config, source)
+    if why:
+        return (
+            f"{change.source} cannot come back with the rows upstream restores: {why}. Load {change.table} "
+            "again from a Dumpling export taken after this DDL (ticdc-ingest load --force)"
+        )
+    state = table_state.read_table_state(spark, source)
+    version = _before(spark, source, state.ddl_ts if state is not None else None)
+    apply_schema.copy_table(spark, source, path, change.table, metadata, version=version)
+    logger.info("%s: revived from the mirror's copy of %s (version %s)", path, change.source, version)
+    return None
+
+
+def _revived(spark: SparkSession, path: str, metadata: str) -> bool:
+    """Whether this DDL's copy already stands at ``path``: one of its newest commits is this DDL's own."""
+    if not delta_io.is_delta_table(spark, path):
+        return False
+    step = (table_state.metadata_payload(metadata) or {}).get("step")
+    rows = delta_io.history(spark, path, 3).collect()
+    return any((table_state.metadata_payload(r["userMetadata"]) or {}).get("step") == step for r in rows)
+
+
+def _no_copy(spark: SparkSession, config: IngestConfig, source: str) -> str:
+    """Why the mirror holds no copy of the dropped table at ``source`` ("" when it does)."""
+    if config.drop_table is not DropTablePolicy.ARCHIVE:
+        return 'drop-table is "delete", so the mirror kept no rows of it'
+    if not delta_io.is_delta_table(spark, source):
+        return "the mirror never held it"
+    retired = delta_io.properties(spark, source).get(table_state.PROPERTY_RETIRED, table_state.NOT_RETIRED)
+    if not retired.startswith("dropped by"):
+        held = retired if retired != table_state.NOT_RETIRED else "live"
+        return f"the mirror's table of that name is not the dropped one ({held})"
+    return ""
+
+
 def _exchange(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:
     partner = config.mirror.address(change.partner)
     version = _before(spark, partner, change.before_ts)
@@ -106,5 +148,6 @@ _HANDLERS: dict[type, _Handler] = {
     plan.Retire: lambda s, c, p, ch, m: apply_schema.retire(s, p, ch.reason, ch.keep_rows, m),
     plan.CreateLike: _create_like,
     plan.CopyFrom: _copy_from,
+    plan.Revive: _revive,
     plan.ExchangeRows: _exchange,
 }

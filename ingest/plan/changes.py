@@ -95,6 +95,15 @@ class Retire:
 
 
 @dataclass(frozen=True, slots=True)
+class Revive:
+    """RECOVER TABLE / FLASHBACK TABLE: the dropped table ``source`` comes back as ``table`` with the rows it
+    had at its DROP (TiCDC sends none of them), from the mirror's copy of it."""
+
+    table: TableId
+    source: TableId
+
+
+@dataclass(frozen=True, slots=True)
 class CopyFrom:
     """RENAME: the new table starts as the old one's rows, schema and key, as the old one was just before
     ``before_ts`` (the RENAME's commitTs)."""
@@ -184,6 +193,7 @@ SchemaChange = (
     | Truncate
     | Retire
     | CopyFrom
+    | Revive
     | CreateLike
     | ChangeKey
     | SetUniqueKeys

@@ -34,6 +34,8 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
         return [statement.source, statement.table]
     if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
         return [statement.table]
+    if isinstance(statement, mysql_ddl.RecoverTable):
+        return [statement.table or ddl.table]
     if isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition):
         return [statement.table, exchange_partner(statement)]
     if isinstance(statement, mysql_ddl.AlterTable | mysql_ddl.PartitionDdl | mysql_ddl.TableOptions):

@@ -31,6 +31,7 @@ from ingest.plan.changes import (
     Reject,
     RenameColumn,
     Retire,
+    Revive,
     SchemaChange,
     SetPartitioning,
     SetUniqueKeys,
@@ -54,7 +55,7 @@ __all__ = [
     "AddColumn", "ChangeGenerated", "ChangeKey", "ChangeType", "CopyFrom", "CreateLike", "CreateTable",
     "CreateTableReplacing",
     "DeletePartitionRows", "DropColumn", "ExchangeRows", "ExchangeSides", "RecordOnly", "Reject",
-    "RenameColumn", "Retire", "SchemaChange", "SetPartitioning", "SetUniqueKeys", "Truncate",
+    "RenameColumn", "Retire", "Revive", "SchemaChange", "SetPartitioning", "SetUniqueKeys", "Truncate",
     "affected_tables", "exchange_tables", "go_json_text", "is_rename", "literal_wire_text",
     "plan_schema_changes", "reads_other_tables", "rename_pairs", "statement_of",
 ]  # fmt: skip
@@ -371,6 +372,14 @@ def _plan_like(target: Target, statement: mysql_ddl.Statement) -> list[SchemaCha
     return [CreateLike(statement.table, statement.source, target.ddl.commit_ts)]
 
 
+def _plan_recover(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
+    assert isinstance(statement, mysql_ddl.RecoverTable)
+    table = statement.table or target.table
+    if target.existing_columns is not None and not target.retired:
+        return [Reject(f"{target.ddl.sql!r}: {table} is a live table in the mirror, which TiDB would refuse")]
+    return [Revive(table, statement.source or table)]
+
+
 _Planner = Callable[[Target, mysql_ddl.Statement], list[SchemaChange]]
 _PLANNERS: tuple[tuple[type | tuple[type, ...], _Planner], ...] = (
     ((mysql_ddl.CreateDatabase, mysql_ddl.DatabaseOptions, mysql_ddl.NonDataObject, mysql_ddl.TableOptions),
@@ -383,6 +392,7 @@ _PLANNERS: tuple[tuple[type | tuple[type, ...], _Planner], ...] = (
     (mysql_ddl.RenameTables, _plan_rename),
     (mysql_ddl.AlterTable, _plan_alter),
     (mysql_ddl.CreateTableLike, _plan_like),
+    (mysql_ddl.RecoverTable, _plan_recover),
 )  # fmt: skip
 
 

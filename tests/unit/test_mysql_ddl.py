@@ -9,6 +9,7 @@ from ingest.mysql.ddl import (
     DropDatabase,
     DropTable,
     OtherDdl,
+    RecoverTable,
     RenameTables,
     TruncateTable,
     parse_ddl,
@@ -169,3 +170,18 @@ def test_every_type_spelling_and_column_attribute_tidb_accepts_parses(definition
     created = parse_ddl(f"CREATE TABLE d.t (id INT PRIMARY KEY, c {definition})", "d")
     assert isinstance(created, CreateTable), created
     assert str(created.schema.columns[1].type) == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "table", "source"),
+    [
+        ("RECOVER TABLE `tt`.`t`", TableId("tt", "t"), TableId("tt", "t")),
+        ("recover table t", TableId("d", "t"), TableId("d", "t")),
+        ("RECOVER TABLE BY JOB 53", None, None),  # the event's own table is both
+        ("FLASHBACK TABLE `tt`.`t` TO `t2`", TableId("tt", "t2"), TableId("tt", "t")),
+        ("FLASHBACK TABLE tt.t TO other.t3", TableId("other", "t3"), TableId("tt", "t")),
+        ("FLASHBACK TABLE t", TableId("d", "t"), TableId("d", "t")),
+    ],
+)
+def test_recover_and_flashback_table_name_the_table_that_comes_back_and_the_dropped_one(sql, table, source):
+    assert parse_ddl(sql, "d") == RecoverTable(table, source)

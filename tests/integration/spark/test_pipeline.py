@@ -435,6 +435,47 @@ def test_a_drop_ends_a_stop_the_table_retires_as_it_stood_below_the_refused_ddl(
     assert run(stream).global_watermark == stream.tso(t + 7)  # and again: nothing stops
 
 
+def test_recover_and_flashback_table_bring_a_dropped_table_back_with_its_rows(spark, run, lake):
+    """TiDB restores the rows a table had at its DROP and TiCDC sends none of them: the mirror revives its own
+    copy, under the name the DDL gives, and applies what follows. (The kit's TiDB, on a mock store, loses
+    those rows at the DROP; a real TiDB restores them, as here.)"""
+    stream, t = simple_stream(partitions=1)
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
+    stream.insert(T, {"id": 2, "v": "b"}, stream.tso(t))
+    stream.watermark(stream.tso(t + 1))
+    run(stream)
+    stream.drop_table(T, stream.tso(t + 2))
+    stream.ddl("app", "t", "RECOVER TABLE `app`.`t`", stream.tso(t + 3), "CREATE")
+    stream.update(T, (2,), {"v": "b2"}, stream.tso(t + 4))
+    stream.insert(T, {"id": 3, "v": "c"}, stream.tso(t + 4))
+    stream.watermark(stream.tso(t + 5))
+    run(stream)
+    assert {k[0]: v["v"] for k, v in delta_rows(spark, str(lake), T).items()} == {1: "a", 2: "b2", 3: "c"}
+    detail = DeltaTable.forPath(spark, located(lake, T)).detail().first()
+    assert detail["properties"].get("ticdc.retired", "no") == "no"
+    assert run(stream).global_watermark == stream.tso(t + 5)  # again: revived once, nothing added
+    assert len(delta_rows(spark, str(lake), T)) == 3
+    # Dropped again, then back under another name: the old name stays retired.
+    t2 = TableId("app", "t2")
+    stream.drop_table(T, stream.tso(t + 6))
+    stream.ddl("app", "t2", "FLASHBACK TABLE `app`.`t` TO `t2`", stream.tso(t + 7), "CREATE")
+    stream.watermark(stream.tso(t + 8))
+    run(stream)
+    assert {k[0]: v["v"] for k, v in delta_rows(spark, str(lake), t2).items()} == {1: "a", 2: "b2", 3: "c"}
+    old = DeltaTable.forPath(spark, located(lake, T)).detail().first()["properties"]["ticdc.retired"]
+    assert old.startswith("dropped by DROP TABLE")
+
+
+def test_recover_table_without_the_mirrors_copy_stops_it_and_offers_a_load(spark, run, lake):
+    stream, t = simple_stream(partitions=1)
+    stream.insert(T, {"id": 1, "v": "a"}, stream.tso(t))
+    stream.drop_table(T, stream.tso(t + 1))
+    stream.ddl("app", "t", "RECOVER TABLE `app`.`t`", stream.tso(t + 2), "CREATE")
+    stream.watermark(stream.tso(t + 3))
+    with pytest.raises(TablesStopped, match=r'drop-table is "delete".*ticdc-ingest load --force'):
+        run(stream, **{"drop-table": "delete"})
+
+
 def test_partition_outside_the_configured_set_is_a_configuration_error(spark, run, lake):
     stream, t = simple_stream(partitions=3)
     stream.watermark(stream.tso(t))
