@@ -320,6 +320,11 @@ def across_a_ddl(spark, tmp_path_factory):
     return s, t, notes, g1, g2, lake
 
 
+# The tests that read the across-a-DDL history run on one worker, which builds it once.
+ACROSS_A_DDL = pytest.mark.xdist_group("across_a_ddl")
+
+
+@ACROSS_A_DDL
 def test_net_is_one_row_per_key_over_the_whole_range_across_a_ddl(spark, across_a_ddl):
     s, t, _notes, g1, g2, lake = across_a_ddl
     _, parts = changes.change_segments(spark, str(lake), g1, g2, [t])
@@ -352,6 +357,7 @@ def _bag(rows) -> list[tuple]:
     return sorted(tuple(sorted((k, repr(v)) for k, v in r.asDict().items())) for r in rows)
 
 
+@ACROSS_A_DDL
 @pytest.mark.parametrize("net", [False, True])
 def test_printed_sql_runs_as_it_is_and_gives_the_rows_out_writes(spark, across_a_ddl, capsys, tmp_path, net):
     _s, _t, _notes, g1, g2, lake = across_a_ddl
