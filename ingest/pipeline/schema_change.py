@@ -81,8 +81,9 @@ def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any
 
 
 def _revive(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> str | None:
-    """RECOVER / FLASHBACK TABLE: the mirror's copy of the dropped table, as it was just before its DROP,
-    under the name the DDL gives. Once the copy is there (a kill after it, then the DDL again) it stands."""
+    """RECOVER / FLASHBACK TABLE: the mirror's copy of the dropped table (kept by its DROP), as it was just
+    before this DDL, under the name the DDL gives. Once the copy is there (a kill after it, then the DDL
+    again) it stands."""
     source = config.mirror.address(change.source)
     if _revived(spark, path, metadata):
         return None
@@ -92,8 +93,7 @@ def _revive(spark: SparkSession, config: IngestConfig, path: str, change: Any, m
             f"{change.source} cannot come back with the rows upstream restores: {why}. Load {change.table} "
             "again from a Dumpling export taken after this DDL (ticdc-ingest load --force)"
         )
-    state = table_state.read_table_state(spark, source)
-    version = _before(spark, source, state.ddl_ts if state is not None else None)
+    version = _before(spark, source, change.before_ts)
     apply_schema.copy_table(spark, source, path, change.table, metadata, version=version)
     logger.info("%s: revived from the mirror's copy of %s (version %s)", path, change.source, version)
     return None

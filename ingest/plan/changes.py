@@ -97,10 +97,12 @@ class Retire:
 @dataclass(frozen=True, slots=True)
 class Revive:
     """RECOVER TABLE / FLASHBACK TABLE: the dropped table ``source`` comes back as ``table`` with the rows it
-    had at its DROP (TiCDC sends none of them), from the mirror's copy of it."""
+    had at its DROP (TiCDC sends none of them), from the mirror's copy of it as it was just before
+    ``before_ts`` (the DDL's commitTs)."""
 
     table: TableId
     source: TableId
+    before_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

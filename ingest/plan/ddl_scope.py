@@ -35,7 +35,8 @@ def affected_tables(ddl: DdlEvent, known: Collection[TableId]) -> list[TableId]:
     if isinstance(statement, mysql_ddl.CreateTable | mysql_ddl.DropTable | mysql_ddl.TruncateTable):
         return [statement.table]
     if isinstance(statement, mysql_ddl.RecoverTable):
-        return [statement.table or ddl.table]
+        table, source = statement.table or ddl.table, statement.source or ddl.table
+        return [table] if source == table else [source, table]
     if isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition):
         return [statement.table, exchange_partner(statement)]
     if isinstance(statement, mysql_ddl.AlterTable | mysql_ddl.PartitionDdl | mysql_ddl.TableOptions):
@@ -86,6 +87,8 @@ def reads_other_tables(ddl: DdlEvent) -> bool:
     every table it names must then be applied up to just before it first, and each reads the others as
     they were just before it."""
     statement = statement_of(ddl)
+    if isinstance(statement, mysql_ddl.RecoverTable):  # FLASHBACK TABLE t TO t2 reads t's copy
+        return statement.source is not None and statement.source != statement.table
     return isinstance(statement, mysql_ddl.RenameTables | mysql_ddl.CreateTableLike) or (
         isinstance(statement, mysql_ddl.PartitionDdl) and isinstance(statement.action, mp.ExchangePartition)
     )

@@ -375,9 +375,12 @@ def _plan_like(target: Target, statement: mysql_ddl.Statement) -> list[SchemaCha
 def _plan_recover(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
     assert isinstance(statement, mysql_ddl.RecoverTable)
     table = statement.table or target.table
+    source = statement.source or table
+    if target.table != table:
+        return [RecordOnly(f"the dropped table {source} comes back as {table}")]
     if target.existing_columns is not None and not target.retired:
         return [Reject(f"{target.ddl.sql!r}: {table} is a live table in the mirror, which TiDB would refuse")]
-    return [Revive(table, statement.source or table)]
+    return [Revive(table, source, target.ddl.commit_ts)]
 
 
 _Planner = Callable[[Target, mysql_ddl.Statement], list[SchemaChange]]
