@@ -263,15 +263,16 @@ def _table_changes(
     if info.retired and cut and (before is None or not table_info(spark, path, before).retired):
         raise ChangesRefused(
             f"{table}: was dropped or renamed away inside the range (retired by version {after}); ask for a "
-            "range that ends before the DDL/RENAME, or read the table it was renamed to"
+            "range that ends before the DROP/RENAME, or read the table it was renamed to"
         )
+    end = delta_io.read(spark, path, after).schema
+    start = delta_io.read(spark, path, before).schema if before is not None else None
     segments = []
     for s in cut:
         at = after if s is cut[-1] else max(s.last, s.snapshot or 0)
         shape = info if at == after else table_info(spark, path, at)
-        segments.append(_segment(table, s, statements, shape.key, _columns(spark, path, at)))
-    end = delta_io.read(spark, path, after).schema
-    start = delta_io.read(spark, path, before).schema if before is not None else None
+        columns = tuple(end.fieldNames()) if at == after else _columns(spark, path, at)
+        segments.append(_segment(table, s, statements, shape.key, columns))
     types = {f.name: f.dataType for f in start.fields} if start is not None else {}
     compared = tuple(
         f.name for f in end.fields if f.name != info.commit_ts_column and types.get(f.name) == f.dataType
@@ -390,10 +391,6 @@ def unreadable(table: TableChanges, segments: Sequence[ChangeSegment], exc: Anal
         "The table may not have recorded its changes then (change-feed off, or created before the mirror "
         "turned it on), or VACUUM removed the change files; ask for a later range"
     )
-
-
-def _q(name: str) -> str:
-    return delta_io.quote(name)
 
 
 def _when(tso: int) -> str:

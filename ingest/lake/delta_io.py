@@ -131,14 +131,6 @@ def read(spark: SparkSession, path: str, version: int | None = None) -> DataFram
     return reader.load(path)
 
 
-def read_changes(spark: SparkSession, path: str, first: int, last: int) -> DataFrame:
-    """The table's change data feed of versions ``first`` to ``last`` (inclusive): each changed row with
-    ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
-    reader = spark.read.format("delta").option("readChangeFeed", "true")
-    reader = reader.option("startingVersion", int(first)).option("endingVersion", int(last))
-    return reader.table(str(path)) if isinstance(path, TableName) else reader.load(path)
-
-
 def stream_changes(spark: SparkSession, path: str, first: int) -> DataFrame:
     """A streaming read of the table's change data feed from version ``first`` on."""
     reader = spark.readStream.format("delta").option("readChangeFeed", "true")
