@@ -105,8 +105,12 @@ def corpus_problems(
         found = ["missing table"] if rows is None else differences(tables[name], rows, ours=None)
         if found:
             problems[name] = found
-    if names is not None:
-        return problems
+    return problems if names is not None else {**problems, **gone_problems(spark, config, corpus)}
+
+
+def gone_problems(spark: SparkSession, config: IngestConfig, corpus: Path) -> dict[str, list[str]]:
+    """Every table gone upstream at the end of a corpus that is live in the mirror (a view: in the lake)."""
+    problems = {}
     for name in expected_gone(corpus):
         path = config.mirror.address(TableId(*name.split(".")))
         if not table_exists(spark, path):

@@ -302,10 +302,21 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
     )
 
 
+# What an expression key part stands for: TiDB indexes ``(a + 10)`` through a hidden VIRTUAL column
+# (``_V$_<index>_<n>``), which no table column is named as and which TiCDC never takes into a handle key.
+EXPRESSION_PART = "_V$_expression"
+
+
 def _key_part_name(node: exp.Expression) -> str:
     # Key parts may carry a prefix length (`name`(10)) or ordering; the column is the identifier inside.
+    if isinstance(node, exp.Ordered):
+        node = node.this
     if isinstance(node, exp.Identifier | exp.Column):
         return node.name
+    if isinstance(node, exp.ColumnPrefix):
+        return node.this.name
+    if isinstance(node, exp.Paren):
+        return EXPRESSION_PART
     ident = node.find(exp.Identifier)
     return ident.name if ident is not None else node.name
 

@@ -81,19 +81,17 @@ def _copy_from(spark: SparkSession, config: IngestConfig, path: str, change: Any
 
 
 def _revive(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> str | None:
-    """RECOVER / FLASHBACK TABLE: the mirror's copy of the dropped table (kept by its DROP), as it was just
-    before this DDL, under the name the DDL gives. Once the copy is there (a kill after it, then the DDL
-    again) it stands."""
+    """RECOVER / FLASHBACK TABLE: the mirror's copy of the rows upstream restores, under the name the DDL
+    gives. Once the copy is there (a kill after it, then the DDL again) it stands."""
     source = config.mirror.address(change.source)
     if _revived(spark, path, metadata):
         return None
-    why = _no_copy(spark, config, source)
+    version, why = _restorable(spark, config, source, change.before_ts)
     if why:
         return (
             f"{change.source} cannot come back with the rows upstream restores: {why}. Load {change.table} "
             "again from a Dumpling export taken after this DDL (ticdc-ingest load --force)"
         )
-    version = _before(spark, source, change.before_ts)
     apply_schema.copy_table(spark, source, path, change.table, metadata, version=version)
     logger.info("%s: revived from the mirror's copy of %s (version %s)", path, change.source, version)
     return None
@@ -108,17 +106,24 @@ def _revived(spark: SparkSession, path: str, metadata: str) -> bool:
     return any((table_state.metadata_payload(r["userMetadata"]) or {}).get("step") == step for r in rows)
 
 
-def _no_copy(spark: SparkSession, config: IngestConfig, source: str) -> str:
-    """Why the mirror holds no copy of the dropped table at ``source`` ("" when it does)."""
-    if config.drop_table is not DropTablePolicy.ARCHIVE:
-        return 'drop-table is "delete", so the mirror kept no rows of it'
+def _restorable(
+    spark: SparkSession, config: IngestConfig, source: str, before_ts: int | None
+) -> tuple[int | None, str]:
+    """The version of the mirror's table at ``source`` that holds what upstream restores, and why there is
+    none ("" when there is): a dropped table (kept by its DROP) just before this DDL; a live one that a
+    TRUNCATE emptied (TiDB flashes it back under a new name), just before its newest TRUNCATE."""
     if not delta_io.is_delta_table(spark, source):
-        return "the mirror never held it"
+        return None, "the mirror never held it"
     retired = delta_io.properties(spark, source).get(table_state.PROPERTY_RETIRED, table_state.NOT_RETIRED)
-    if not retired.startswith("dropped by"):
-        held = retired if retired != table_state.NOT_RETIRED else "live"
-        return f"the mirror's table of that name is not the dropped one ({held})"
-    return ""
+    if retired.startswith("dropped by"):
+        if config.drop_table is not DropTablePolicy.ARCHIVE:
+            return None, 'drop-table is "delete", so the mirror kept no rows of it'
+        return _before(spark, source, before_ts), ""
+    truncated = None if before_ts is None else table_state.truncated_before(spark, source, before_ts)
+    if retired == table_state.NOT_RETIRED and truncated is not None:
+        return _before(spark, source, truncated), ""
+    held = retired if retired != table_state.NOT_RETIRED else "live, never truncated"
+    return None, f"the mirror's table of that name is not the dropped or truncated one ({held})"
 
 
 def _exchange(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:

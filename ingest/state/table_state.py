@@ -12,6 +12,7 @@ cost of rebuilding the table's transaction list (a Spark job) on every commit; n
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
@@ -144,6 +145,27 @@ def version_before(spark: SparkSession, path: str, commit_ts: int) -> int | None
         if depth is None or len(rows) < depth:
             break
     return None
+
+
+def truncated_before(spark: SparkSession, path: str, commit_ts: int) -> int | None:
+    """The commitTs of the table's newest TRUNCATE TABLE below ``commit_ts`` (None: none), from its
+    commits: where FLASHBACK TABLE of a truncated table finds the rows it brings back."""
+    return newest_truncate(
+        (metadata_payload(r["userMetadata"]) for r in _history_rows(spark, path, None)), commit_ts
+    )
+
+
+_TRUNCATE_STEP = re.compile(r"ddl (\d+): TRUNCATE\b", re.IGNORECASE)
+
+
+def newest_truncate(payloads: Iterable[dict[str, Any] | None], commit_ts: int) -> int | None:
+    """Of the commits' payloads, the newest TRUNCATE TABLE's commitTs below ``commit_ts``. Pure."""
+    found = [
+        int(match.group(1))
+        for payload in payloads
+        if payload and (match := _TRUNCATE_STEP.match(str(payload.get("step") or "")))
+    ]
+    return max((ts for ts in found if ts < commit_ts), default=None)
 
 
 # The session confs a commit of ours sets for itself: never copied onto another session.
