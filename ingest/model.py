@@ -124,7 +124,9 @@ class Column:
     """One upstream column: name, type, nullability and DEFAULT (as SQL literal text, if any).
 
     ``virtual``: a VIRTUAL generated column, whose values no protocol carries (TiDB computes them on read);
-    ``expression`` is then its MySQL expression, as the DDL wrote it.
+    ``expression`` is then its MySQL expression, as the DDL wrote it. ``collation``: a text column's, where
+    the DDL says it (None: TiDB's default); no value of the column depends on it, so it does not tell two
+    columns apart.
     """
 
     name: str
@@ -134,6 +136,7 @@ class Column:
     has_default: bool = False
     virtual: bool = False
     expression: str | None = None
+    collation: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,15 @@ source of truth at apply time.
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.decode.codec import BinaryText as BinaryText  # how the codec writes bytes as text
 from ingest.model import ColumnKind, ColumnType
+from ingest.mysql.columns import folds_case
 from ingest.mysql.types import UnknownTypeError, parse_mysql_type
 
 # Spark's DECIMAL stops at 38 digits; wider TiDB DECIMALs (up to 65,30) are kept exactly as text.
@@ -65,15 +68,36 @@ _ZERO_DATE = r"(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)"
 _TWO_TO_64 = 18446744073709551616
 
 
+_COLLATE = re.compile(r" collate ([a-z0-9_]+)$")
+
+
+def type_comment(column_type: ColumnType, collation: str | None = None) -> str:
+    """A mirrored column's comment: its upstream type, and the collation its DDL stated (the mirror computes
+    a REGEXP over the column by it)."""
+    return f"{COMMENT_PREFIX}{column_type}" + (f" collate {collation}" if collation else "")
+
+
 def column_type_of(field: T.StructField) -> ColumnType | None:
     """The upstream type recorded in a mirrored column's comment (``tidb: enum('a','b')``), if readable."""
     comment = (field.metadata or {}).get("comment") or ""
     if not comment.startswith(COMMENT_PREFIX):
         return None
     try:
-        return parse_mysql_type(comment[len(COMMENT_PREFIX) :])
+        return parse_mysql_type(_COLLATE.sub("", comment[len(COMMENT_PREFIX) :]))
     except UnknownTypeError:
         return None
+
+
+def case_insensitive(schema: T.StructType) -> frozenset[str]:
+    """The columns of a mirrored table whose recorded collation folds case."""
+    return frozenset(f.name for f in schema.fields if folds_case(collation_of(f)))
+
+
+def collation_of(field: T.StructField) -> str | None:
+    """The collation recorded in a mirrored column's comment (None: TiDB's default)."""
+    comment = (field.metadata or {}).get("comment") or ""
+    found = _COLLATE.search(comment) if comment.startswith(COMMENT_PREFIX) else None
+    return found.group(1) if found else None
 
 
 def column_type_for(data_type: T.DataType) -> ColumnType:

@@ -11,7 +11,7 @@ character (TiDB maps ``ß`` to itself, where Java's full mapping writes ``SS``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from pyspark.sql import Column
@@ -23,14 +23,22 @@ from ingest.apply.retype import ROW_UDF
 from ingest.model import ColumnKind, ColumnType
 from ingest.mysql import json_text as tidb_json
 from ingest.mysql.expr import Expr, Typ, typed
+from ingest.mysql.regexp import JavaRegex
 
 Resolver = Callable[[str], Column]
 
 
-def value_of(expression: str, columns: Mapping[str, ColumnType], result: ColumnType, ref: Resolver) -> Column:
+def value_of(
+    expression: str,
+    columns: Mapping[str, ColumnType],
+    result: ColumnType,
+    ref: Resolver,
+    case_insensitive: Iterable[str] = (),
+) -> Column:
     """The value of generated column expression ``expression`` (over a table's ``columns``, each read with
-    ``ref``) converted to the column's type ``result``."""
-    tree = typed(expression, columns)
+    ``ref``; ``case_insensitive``: those whose collation folds case) converted to the column's type
+    ``result``."""
+    tree = typed(expression, columns, case_insensitive)
     if tree.type.kind == "null":
         return F.lit(None).cast(convert.spark_type(result))
     return retype.converted(_spark(tree, ref), _column_type(tree.type), result)
@@ -195,7 +203,33 @@ _STRINGS: dict[str, Callable[[Expr, list[Column]], Column]] = {
     "ltrim": lambda n, a: F.ltrim(a[0]),
     "rtrim": lambda n, a: F.rtrim(a[0]),
     "replace": lambda n, a: F.replace(a[0], a[1], a[2]),
+    "regexp_like": lambda n, a: F.regexp_like(a[0], F.lit(_regex(n).pattern)),
+    "regexp_substr": lambda n, a: _regexp_substr(_regex(n), a[0]),
+    "regexp_instr": lambda n, a: _regexp_instr(_regex(n), a[0]),
+    "regexp_replace": lambda n, a: F.regexp_replace(a[0], F.lit(_regex(n).pattern), F.lit(str(n.extra[0]))),
 }
+
+
+def _regex(node: Expr) -> JavaRegex:
+    assert isinstance(node.value, JavaRegex)
+    return node.value
+
+
+def _regexp_substr(regex: JavaRegex, value: Column) -> Column:
+    # Spark's regexp_substr answers NULL for an empty match, where TiDB answers ''.
+    return F.when(F.regexp_like(value, F.lit(regex.pattern)), F.regexp_extract(value, regex.pattern, 0))
+
+
+def _regexp_instr(regex: JavaRegex, value: Column) -> Column:
+    """The 1-based character position of the first match, 0 for none. Spark's regexp_instr counts UTF-16
+    units, TiDB characters: the position is the length of the shortest text before a match, plus one."""
+    before = regex.flags + "\\A(?s:(.*?))(?:" + regex.body + ")"
+    found = F.char_length(F.regexp_extract(value, before, 1)).cast(T.LongType()) + 1
+    return (
+        F.when(value.isNull(), F.lit(None).cast(T.LongType()))
+        .when(F.regexp_like(value, F.lit(regex.pattern)), found)
+        .otherwise(F.lit(0).cast(T.LongType()))
+    )
 
 
 def _substring(text: Column, start: Column, length: Column | None = None) -> Column:

@@ -168,7 +168,9 @@ def _computed(
     for field in schema.fields:
         if field.name in generated:
             column_type = types[field.name]
-            value = generated_columns.value_of(generated[field.name], types, column_type, known.__getitem__)
+            value = generated_columns.value_of(
+                generated[field.name], types, column_type, known.__getitem__, convert.case_insensitive(schema)
+            )
             known[field.name] = value.cast(field.dataType)
     return {name: known[name] for name in generated if name in known}
 

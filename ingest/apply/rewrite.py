@@ -51,8 +51,10 @@ def _add_generated(
     rows = delta_io.read(spark, path)
     types = {f.name: t for f in info.schema.fields if (t := convert.column_type_of(f)) is not None}
     with session_confs(spark, {"spark.sql.session.timeZone": timezone}):
-        value = generated.value_of(column.expression, types, column.type, lambda n: F.col(quote(n)))
-        comment = {"comment": f"tidb: {column.type}"}
+        value = generated.value_of(
+            column.expression, types, column.type, lambda n: F.col(quote(n)), info.case_insensitive
+        )
+        comment = {"comment": convert.type_comment(column.type, column.collation)}
         computed = value.cast(convert.spark_type(column.type)).alias(column.name, metadata=comment)
         names = [n for n in rows.columns if n != column.name]
         selected = [F.col(quote(n)) for n in names]
@@ -91,7 +93,7 @@ def rewrite_column(
     with feed_paused(spark, path, metadata), session_confs(spark, {"spark.sql.session.timeZone": timezone}):
         rows = delta_io.read(spark, path)
         value = retype.converted(F.col(quote(change.name)), old, change.type)
-        comment = {"comment": f"tidb: {change.type}"}
+        comment = {"comment": convert.type_comment(change.type, change.collation)}
         replace_table(
             spark, path, rows.withColumn(change.name, value.alias(change.name, metadata=comment)), metadata
         )

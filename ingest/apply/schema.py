@@ -87,7 +87,10 @@ def create_table(
     """
     delta_io.check_name(path)
     exists = prepare_to_create(spark, path)
-    fields = [_field(c.name, convert.spark_type(c.type), f"tidb: {c.type}") for c in schema.columns]
+    fields = [
+        _field(c.name, convert.spark_type(c.type), convert.type_comment(c.type, c.collation))
+        for c in schema.columns
+    ]
     commit_ts = free_commit_ts_column(c.name for c in schema.columns)
     fields.append(_commit_ts_field(commit_ts))
     properties = _mirror_properties(schema.key, table, compaction, commit_ts)
@@ -186,7 +189,11 @@ def add_column(
             _make_way(spark, path, info, change.column.name)
             mapping = (COLUMN_MAPPING,) if needs_column_mapping([change.column.name]) else ()
             enable_features(spark, path, *mapping, *features_for_type(data_type))
-            field = _field(change.column.name, data_type, f"tidb: {change.column.type}")
+            field = _field(
+                change.column.name,
+                data_type,
+                convert.type_comment(change.column.type, change.column.collation),
+            )
             delta_io.add_column(spark, path, field, position)
         if change.backfill is not None:
             value = convert.from_wire(F.lit(change.backfill), data_type, timezone)
@@ -408,7 +415,7 @@ def change_type(
                 spark, path, TYPE_WIDENING, *features_for_type(target), *keeps_feed_readable(info)
             )
             delta_io.change_column_type(spark, path, change.name, target)
-        delta_io.comment_column(spark, path, change.name, f"tidb: {change.type}")
+        delta_io.comment_column(spark, path, change.name, convert.type_comment(change.type, change.collation))
     return None
 
 

@@ -102,6 +102,11 @@ class TableInfo:
         return self.schema.fieldNames()
 
     @property
+    def case_insensitive(self) -> frozenset[str]:
+        """The columns whose collation (as their DDL stated it) folds case."""
+        return convert.case_insensitive(self.schema)
+
+    @property
     def column_types(self) -> dict[str, ColumnType] | None:
         """The upstream type of every column, from the columns' comments; None if any is not readable."""
         types = {f.name: convert.column_type_of(f) for f in self.schema.fields}

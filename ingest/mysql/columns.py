@@ -3,6 +3,8 @@ from sqlglot's MySQL tree. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from ingest.model import Column
@@ -36,8 +38,36 @@ def column_definition(definition: exp.ColumnDef) -> Column:
     expression = None if computed is None else computed.this.sql(dialect="mysql")
     column_type = from_sqlglot(data_type, zerofill)
     return Column(
-        definition.name, column_type, nullable, default, has_default, computed is not None, expression
-    )
+        definition.name, column_type, nullable, default, has_default, computed is not None, expression,
+        stated_collation(definition.constraints),
+    )  # fmt: skip
+
+
+# TiDB's default collation of each charset it supports (``SHOW CHARACTER SET``).
+_CHARSET_COLLATIONS = {
+    "utf8mb4": "utf8mb4_bin", "utf8": "utf8_bin", "utf8mb3": "utf8_bin", "latin1": "latin1_bin",
+    "ascii": "ascii_bin", "binary": "binary", "gbk": "gbk_chinese_ci", "gb18030": "gb18030_chinese_ci",
+}  # fmt: skip
+
+
+def stated_collation(clauses: Sequence[exp.Expression]) -> str | None:
+    """The collation a column definition's (or a table's options') COLLATE or CHARACTER SET clause gives,
+    lower case (None: neither is there)."""
+    collation = charset = None
+    for clause in clauses:
+        kind = clause.args.get("kind") if isinstance(clause, exp.ColumnConstraint) else clause
+        if isinstance(kind, exp.CollateColumnConstraint | exp.CollateProperty):
+            collation = kind.this.name if isinstance(kind.this, exp.Expression) else str(kind.this)
+        elif isinstance(kind, exp.CharacterSetColumnConstraint | exp.CharacterSetProperty):
+            charset = kind.this.name if isinstance(kind.this, exp.Expression) else str(kind.this)
+    if collation:
+        return collation.lower()
+    return _CHARSET_COLLATIONS.get(charset.lower(), charset.lower() + "_bin") if charset else None
+
+
+def folds_case(collation: str | None) -> bool:
+    """Whether TiDB compares and matches text in ``collation`` case-insensitively (its ``_ci`` ones)."""
+    return bool(collation) and str(collation).endswith("_ci")
 
 
 # Python codecs of the charsets a literal's introducer may name; a literal's text is the same string in

@@ -16,8 +16,8 @@ from sqlglot import TokenType, exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError
 
-from ingest.model import Column, DdlEvent, Position, TableId, TableSchema
-from ingest.mysql.columns import column_definition, default_literal, is_serial
+from ingest.model import Column, ColumnKind, DdlEvent, Position, TableId, TableSchema
+from ingest.mysql.columns import column_definition, default_literal, is_serial, stated_collation
 from ingest.mysql.partition import (
     PartitionBy,
     parse_alter_partition,
@@ -291,6 +291,7 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
     if primary:
         # A PRIMARY KEY column is NOT NULL even when its definition does not say so.
         columns = [replace(c, nullable=False) if c.name in primary else c for c in columns]
+    columns = _with_table_collation(columns, tree)
     by_name = {c.name: c for c in columns}
     key = primary or _handle_from_uniques(uniques, by_name)
     return CreateTable(
@@ -300,6 +301,21 @@ def _create_table(tree: exp.Create, default_schema: str, partition_by: Partition
         partition_by,
         (*table_level, *column_level),
     )
+
+
+_TEXT_KINDS = (ColumnKind.CHAR, ColumnKind.VARCHAR, ColumnKind.TEXT, ColumnKind.ENUM, ColumnKind.SET)
+
+
+def _with_table_collation(columns: list[Column], tree: exp.Create) -> list[Column]:
+    """The text columns that state no collation take the table's default, where its options give one."""
+    properties = tree.args.get("properties")
+    collation = stated_collation(properties.expressions) if properties is not None else None
+    if collation is None:
+        return columns
+    return [
+        replace(c, collation=collation) if c.collation is None and c.type.kind in _TEXT_KINDS else c
+        for c in columns
+    ]
 
 
 # What an expression key part stands for: TiDB indexes ``(a + 10)`` through a hidden VIRTUAL column
@@ -314,7 +330,7 @@ def _key_part_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Identifier | exp.Column):
         return node.name
     if isinstance(node, exp.ColumnPrefix):
-        return node.this.name
+        return str(node.this.name)
     if isinstance(node, exp.Paren):
         return EXPRESSION_PART
     ident = node.find(exp.Identifier)

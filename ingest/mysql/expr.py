@@ -15,13 +15,14 @@ arithmetic ``+ - * / DIV % MOD`` and unary minus on integers, DECIMALs and DOUBL
 ``TRIM``/``LTRIM``/``RTRIM`` (of spaces), ``REPLACE``; ``JSON_EXTRACT`` (``->``) and ``JSON_UNQUOTE``
 (``->>``) with one path of keys and array indexes; ``YEAR``, ``MONTH``, ``DAY``/``DAYOFMONTH``, ``HOUR``,
 ``MINUTE``, ``SECOND``, ``MICROSECOND``, ``DAYOFWEEK``, ``WEEKDAY``, ``DAYOFYEAR``, ``QUARTER``, ``DATE``
-and ``EXTRACT`` of those units, on DATE and DATETIME columns. Strings are compared nowhere: how two strings
-compare depends on their collation, which the stream does not always say.
+and ``EXTRACT`` of those units, on DATE and DATETIME columns; TiDB's REGEXP functions (``expr_regexp``).
+Strings are compared nowhere: how two strings compare depends on their collation, which the stream does not
+always say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 import sqlglot
@@ -99,17 +100,21 @@ def parse_expression(text: str) -> exp.Expression:
     return items[0]
 
 
-def typed(text: str, columns: Mapping[str, ColumnType]) -> Expr:
-    """The typed tree of expression ``text`` over a table's ``columns``; raises Unsupported."""
+def typed(text: str, columns: Mapping[str, ColumnType], case_insensitive: Iterable[str] = ()) -> Expr:
+    """The typed tree of expression ``text`` over a table's ``columns`` (``case_insensitive``: those whose
+    collation folds case); raises Unsupported."""
     by_name = {name.lower(): (name, column_type) for name, column_type in columns.items()}
-    return Typer(by_name, column_typ).node(parse_expression(text))
+    folding = frozenset(name.lower() for name in case_insensitive)
+    return Typer(by_name, column_typ, folding).node(parse_expression(text))
 
 
-def check(text: str, columns: Mapping[str, ColumnType], result: ColumnType) -> str:
+def check(
+    text: str, columns: Mapping[str, ColumnType], result: ColumnType, case_insensitive: Iterable[str] = ()
+) -> str:
     """Why the mirror cannot compute expression ``text`` into a column of type ``result`` ("" if it can)."""
     try:
         column_typ(result)
-        typed(text, columns)
+        typed(text, columns, case_insensitive)
     except Unsupported as exc:
         return str(exc)
     return ""

@@ -10,6 +10,7 @@ from decimal import Decimal, InvalidOperation
 from sqlglot import exp
 
 from ingest.model import ColumnType
+from ingest.mysql.expr_regexp import RegexpTyping
 from ingest.mysql.expr_types import (
     BOOL,
     DATE,
@@ -27,13 +28,18 @@ from ingest.mysql.expr_types import (
 )
 
 
-class Typer:
-    """Types each node of a sqlglot MySQL tree by MySQL's rules, or raises Unsupported."""
+class Typer(RegexpTyping):
+    """Types each node of a sqlglot MySQL tree by MySQL's rules, or raises Unsupported.
+
+    ``case_insensitive``: the (lower-case) names of the columns whose collation folds case."""
 
     def __init__(
-        self, columns: Mapping[str, tuple[str, ColumnType]], column_typ: Callable[[ColumnType], Typ]
+        self,
+        columns: Mapping[str, tuple[str, ColumnType]],
+        column_typ: Callable[[ColumnType], Typ],
+        case_insensitive: frozenset[str] = frozenset(),
     ) -> None:
-        self.columns, self.column_typ = columns, column_typ
+        self.columns, self.column_typ, self.case_insensitive = columns, column_typ, case_insensitive
 
     def node(self, node: exp.Expression) -> Expr:
         handler = getattr(self, f"_{type(node).__name__.lower()}", None)

@@ -145,6 +145,7 @@ def _plan(
         rename_group=rename_group,
         first_of_group=first_of_group,
         given_defaults=config.column_defaults.get(table),
+        case_insensitive=info.case_insensitive if info else (),
     )
 
 

@@ -60,11 +60,13 @@ class RenameColumn:
 
 @dataclass(frozen=True, slots=True)
 class ChangeType:
-    """A column's TiDB type changes. Apply widens the Delta type when Delta allows it, else refuses."""
+    """A column's TiDB type changes. Apply widens the Delta type when Delta allows it, else refuses.
+    ``collation``: the one its new definition states."""
 
     table: TableId
     name: str
     type: ColumnType
+    collation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
