@@ -86,6 +86,8 @@ def _revive(spark: SparkSession, config: IngestConfig, path: str, change: Any, m
     source = config.mirror.address(change.source)
     if _revived(spark, path, metadata):
         return None
+    if _retired_mark(spark, path) == table_state.NOT_RETIRED:
+        return f"{change.table} is a live table in the mirror, which TiDB would refuse"
     version, why = _restorable(spark, config, source, change.before_ts)
     if why:
         return (
@@ -112,9 +114,9 @@ def _restorable(
     """The version of the mirror's table at ``source`` that holds what upstream restores, and why there is
     none ("" when there is): a dropped table (kept by its DROP) just before this DDL; a live one that a
     TRUNCATE emptied (TiDB flashes it back under a new name), just before its newest TRUNCATE."""
-    if not delta_io.is_delta_table(spark, source):
+    retired = _retired_mark(spark, source)
+    if retired is None:
         return None, "the mirror never held it"
-    retired = delta_io.properties(spark, source).get(table_state.PROPERTY_RETIRED, table_state.NOT_RETIRED)
     if retired.startswith("dropped by"):
         if config.drop_table is not DropTablePolicy.ARCHIVE:
             return None, 'drop-table is "delete", so the mirror kept no rows of it'
@@ -124,6 +126,13 @@ def _restorable(
         return _before(spark, source, truncated), ""
     held = retired if retired != table_state.NOT_RETIRED else "live, never truncated"
     return None, f"the mirror's table of that name is not the dropped or truncated one ({held})"
+
+
+def _retired_mark(spark: SparkSession, path: str) -> str | None:
+    """A mirrored table's retired mark (``table_state.NOT_RETIRED`` while live); None: no table there."""
+    if not delta_io.is_delta_table(spark, path):
+        return None
+    return delta_io.properties(spark, path).get(table_state.PROPERTY_RETIRED, table_state.NOT_RETIRED)
 
 
 def _exchange(spark: SparkSession, config: IngestConfig, path: str, change: Any, metadata: str) -> None:

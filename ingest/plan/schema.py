@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ingest.model import Column, ColumnType, DdlEvent, TableId, TableSchema
 from ingest.mysql import ddl as mysql_ddl
 from ingest.mysql import expr as mysql_expr
+from ingest.mysql.columns import folds_case
 from ingest.plan import partitions
 from ingest.plan.changes import (
     AddColumn,
@@ -185,6 +186,7 @@ def plan_schema_changes(
     rename_group: RenameGroup | None = None,
     first_of_group: bool = True,
     given_defaults: Mapping[str, str] | None = None,
+    case_insensitive: Collection[str] = (),
 ) -> list[SchemaChange]:
     """What a DDL means for one table it affects (``table``, by default the DDL's own).
 
@@ -195,11 +197,12 @@ def plan_schema_changes(
     an EXCHANGE PARTITION as they were before it. ``rename_group``: every pair of the RENAME statement this
     DDL is one event of; the table gets its end result with the first of those events that names it
     (``first_of_group``), the others only record. ``given_defaults``: the ``column-defaults`` the user gave
-    for this table's columns.
+    for this table's columns. ``case_insensitive``: the columns whose collation folds case.
     """
     target = Target(
         ddl, table or ddl.table, existing_columns, tuple(key), retired, drop_keeps_rows, partitioning,
         unique_keys, column_types, exchange, rename_group, first_of_group, dict(given_defaults or {}),
+        tuple(case_insensitive),
     )  # fmt: skip
     statement = statement_of(ddl)
     for kinds, planner in _PLANNERS:
@@ -226,6 +229,7 @@ class Target:
     rename_group: RenameGroup | None
     first_of_group: bool
     given_defaults: Mapping[str, str]
+    case_insensitive: Collection[str] = ()
 
 
 def _plan_recorded(target: Target, statement: mysql_ddl.Statement) -> list[SchemaChange]:
@@ -347,14 +351,16 @@ def _plan_column_action(target: Target, table: TableId, action: mysql_ddl.Column
     if isinstance(action, mysql_ddl.RenameColumn):
         return [RenameColumn(table, action.old, action.new)]
     if isinstance(action, mysql_ddl.ModifyColumn | mysql_ddl.AddColumn) and action.column.virtual:
-        return _plan_virtual(table, action, target.existing_columns, target.column_types)
+        return _plan_virtual(
+            table, action, target.existing_columns, target.column_types, target.case_insensitive
+        )
     if isinstance(action, mysql_ddl.ModifyColumn):
         renamed: list[SchemaChange] = []
         if action.old != action.column.name:
             renamed.append(RenameColumn(table, action.old, action.column.name))
         # Nullability, DEFAULT and position are recorded only: TiCDC sends full row images and every
         # mirrored column is nullable.
-        return [*renamed, ChangeType(table, action.column.name, action.column.type)]
+        return [*renamed, ChangeType(table, action.column.name, action.column.type, action.column.collation)]
     if isinstance(action, mysql_ddl.AlterDefault):
         return [RecordOnly(f"DEFAULT of {action.name} changes future inserts only")]
     backfill = backfill_value(action.column, target.table, target.given_defaults.get(action.column.name))
@@ -378,8 +384,8 @@ def _plan_recover(target: Target, statement: mysql_ddl.Statement) -> list[Schema
     source = statement.source or table
     if target.table != table:
         return [RecordOnly(f"the dropped table {source} comes back as {table}")]
-    if target.existing_columns is not None and not target.retired:
-        return [Reject(f"{target.ddl.sql!r}: {table} is a live table in the mirror, which TiDB would refuse")]
+    # Planned even where the table is live: that may be this DDL's own revival, cut short before the DDL
+    # was marked applied, which only its commits tell (the apply step reads them, and refuses otherwise).
     return [Revive(table, source, target.ddl.commit_ts)]
 
 
@@ -405,7 +411,8 @@ def _computable(columns: tuple[Column, ...]) -> tuple[tuple[Column, ...], list[R
     kept: list[Column] = []
     left_out: list[RecordOnly] = []
     for column in columns:
-        why = _not_computable(column, {c.name: c.type for c in kept}) if column.virtual else ""
+        folding = [c.name for c in kept if folds_case(c.collation)]
+        why = _not_computable(column, {c.name: c.type for c in kept}, folding) if column.virtual else ""
         if why:
             left_out.append(_virtual_left_out(column, why))
         else:
@@ -413,12 +420,14 @@ def _computable(columns: tuple[Column, ...]) -> tuple[tuple[Column, ...], list[R
     return tuple(kept), left_out
 
 
-def _not_computable(column: Column, columns: Mapping[str, ColumnType] | None) -> str:
+def _not_computable(
+    column: Column, columns: Mapping[str, ColumnType] | None, case_insensitive: Collection[str] = ()
+) -> str:
     if column.expression is None:
         return "its expression is not known"
     if columns is None:
         return "the types of the table's columns are not known"
-    return mysql_expr.check(column.expression, columns, column.type)
+    return mysql_expr.check(column.expression, columns, column.type, case_insensitive)
 
 
 def _plan_virtual(
@@ -426,12 +435,13 @@ def _plan_virtual(
     action: mysql_ddl.ModifyColumn | mysql_ddl.AddColumn,
     existing_columns: Collection[str],
     column_types: Mapping[str, ColumnType] | None,
+    case_insensitive: Collection[str] = (),
 ) -> list[SchemaChange]:
     """ADD or MODIFY of a VIRTUAL column: computed by the mirror where it can be exactly, else left out."""
     column = action.column
     old = action.old if isinstance(action, mysql_ddl.ModifyColumn) else column.name
     others = None if column_types is None else {k: v for k, v in column_types.items() if k not in (old,)}
-    why = _not_computable(column, others)
+    why = _not_computable(column, others, case_insensitive)
     renamed: list[SchemaChange] = []
     if old != column.name and old in existing_columns:
         renamed.append(RenameColumn(table, old, column.name))

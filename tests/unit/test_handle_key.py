@@ -70,16 +70,28 @@ def test_a_key_announced_over_a_virtual_column_gives_way_to_ticdcs_rule():
     ("ddl", "key"),
     [
         # An expression part is a hidden VIRTUAL column: e1 never qualifies, whatever columns it reads.
-        ("CREATE TABLE d.e (a INT NOT NULL, c INT NOT NULL, UNIQUE e1((a + 10)), UNIQUE u2(c, a))", ("c", "a")),
+        (
+            "CREATE TABLE d.e (a INT NOT NULL, c INT NOT NULL, UNIQUE e1((a + 10)), UNIQUE u2(c, a))",
+            ("c", "a"),
+        ),
         # A prefix index qualifies (IsIndexUnique reads no prefix length), keyed by the whole column.
-        ("CREATE TABLE d.p (s VARCHAR(20) NOT NULL, c INT NOT NULL, d INT NOT NULL, UNIQUE p(s(3)), "
-         "UNIQUE u2(c, d))", ("s",)),
+        (
+            "CREATE TABLE d.p (s VARCHAR(20) NOT NULL, c INT NOT NULL, d INT NOT NULL, UNIQUE p(s(3)), "
+            "UNIQUE u2(c, d))",
+            ("s",),
+        ),
         # So does an invisible one: TiDB still enforces it.
-        ("CREATE TABLE d.i (a INT NOT NULL, c INT NOT NULL, UNIQUE i1(a DESC, c) INVISIBLE, UNIQUE u2(c, a))",
-         ("a", "c")),
+        (
+            "CREATE TABLE d.i (a INT NOT NULL, c INT NOT NULL, UNIQUE i1(a DESC, c) INVISIBLE, "
+            "UNIQUE u2(c, a))",
+            ("a", "c"),
+        ),
         # Fewest columns wins, then the lower index id (the one defined first).
-        ("CREATE TABLE d.f (a INT NOT NULL, c INT NOT NULL, d INT NOT NULL, UNIQUE u1(c, d), UNIQUE u2(a, d), "
-         "UNIQUE u3(d))", ("d",)),
+        (
+            "CREATE TABLE d.f (a INT NOT NULL, c INT NOT NULL, d INT NOT NULL, UNIQUE u1(c, d), "
+            "UNIQUE u2(a, d), UNIQUE u3(d))",
+            ("d",),
+        ),
     ],
 )
 def test_each_unique_index_shape_is_taken_or_passed_over_as_ticdc_does(ddl, key):

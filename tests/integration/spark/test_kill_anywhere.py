@@ -9,9 +9,12 @@ a failure names its seed, and ``KILL_SEEDS=<seed>`` replays it.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import pytest
 from dumpling_export import write_export
 from kill import (
     KILLS,
+    PROFILE,
     RUN_PROTOCOLS,
     SEEDS,
     R,
@@ -30,7 +34,7 @@ from kill import (
     run_args,
     run_killed,
 )
-from mirror import corpus_problems, delta_rows, expected_rows, located
+from mirror import corpus_problems, delta_rows, expected_rows, located, recover_problems
 from ticdc_fixture import CORPORA
 
 from ingest.commands.load import load_dumpling
@@ -235,6 +239,42 @@ def test_resync_killed_right_after_its_first_commit_on_the_table_loses_no_row(sp
     run_files(spark, config)
     g = stream.complete_watermark()
     assert delta_rows(spark, str(lake), T) == expected_rows(stream, T, g)
+
+
+# The revivals of the recover corpus: the table, and the DDL that brings it back (the one in place, the one
+# under a new name). CI kills after the first, the explore profile after both.
+REVIVALS = {"rc.t1": "RECOVER TABLE `rc`.`t1`", "rc.t2_back": "FLASHBACK TABLE `rc`.`t2` TO `t2_back`"}
+
+
+@pytest.mark.parametrize("table", ["rc.t1"] if PROFILE == "ci" else sorted(REVIVALS))
+def test_a_kill_right_after_a_revival_neither_revives_twice_nor_loses_the_rows_after(spark, tmp_path, table):
+    """SIGKILL the run as soon as the revival's copy of a dropped table is committed, before the DDL is
+    marked applied and before any progress: the next run must see the copy as done (reviving it again would
+    drop the rows written to the table after it) and end where a real TiDB ends."""
+    corpus = CORPORA["recover"]
+    records = corpus / "canal-json" / "records.jsonl"
+    events = json.loads((corpus / "events.json").read_text())
+    ts = next(e["commitTs"] for d in events for e in d.get("events", ()) if e["query"] == REVIVALS[table])
+    lake = tmp_path / "lake"
+    log = Path(located(lake, TableId(*table.split(".")))) / "_delta_log"
+    child = child_process(run_args(records, lake, "canal-json"))
+    threading.Thread(target=child.communicate, daemon=True).start()  # its log never fills the pipe
+    deadline = time.monotonic() + 900
+    # The commit that writes the copy: a CREATE [OR REPLACE] TABLE AS SELECT among the DDL's own commits.
+    copy = re.compile(rf'"operation":"CREATE (OR REPLACE )?TABLE AS SELECT".*ddl {ts} in progress')
+    while not any(copy.search(commit.read_text()) for commit in log.glob("*.json")):
+        assert child.poll() is None, "the run ended before it revived the table"
+        assert time.monotonic() < deadline, "no revival within 15 minutes"
+        time.sleep(0.02)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    assert not any(f"ddl {ts}: " in commit.read_text() for commit in log.glob("*.json")), "killed too late"
+
+    config = IngestConfig.from_params({"input": str(records), "target-path": str(lake)})
+    run_files(spark, config)
+    assert recover_problems(spark, config, corpus) == {}
+    again = run_files(spark, config)
+    assert not [t for t, r in again.tables.items() if r.upserted or r.deleted or r.ddls]
 
 
 def test_only_a_log_without_any_file_is_ever_cleared(spark, tmp_path: Path):

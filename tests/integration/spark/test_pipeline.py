@@ -465,6 +465,11 @@ def test_recover_and_flashback_table_bring_a_dropped_table_back_with_its_rows(sp
     assert {k[0]: v["v"] for k, v in delta_rows(spark, str(lake), t2).items()} == {1: "a", 2: "b", 3: "c"}
     old = DeltaTable.forPath(spark, located(lake, T)).detail().first()["properties"]["ticdc.retired"]
     assert old.startswith("dropped by DROP TABLE")
+    # Onto a name that is live, TiDB refuses it: a DDL that arrives so is not the mirror's to apply.
+    stream.ddl("app", "t2", "FLASHBACK TABLE `app`.`t` TO `t2`", stream.tso(t + 9), "CREATE")
+    stream.watermark(stream.tso(t + 10))
+    with pytest.raises(TablesStopped, match="app.t2 is a live table in the mirror, which TiDB would refuse"):
+        run(stream)
 
 
 def test_recover_table_without_the_mirrors_copy_stops_it_and_offers_a_load(spark, run, lake):
