@@ -468,7 +468,7 @@ def test_recover_and_flashback_table_bring_a_dropped_table_back_with_its_rows(sp
     # Onto a name that is live, TiDB refuses it: a DDL that arrives so is not the mirror's to apply.
     stream.ddl("app", "t2", "FLASHBACK TABLE `app`.`t` TO `t2`", stream.tso(t + 9), "CREATE")
     stream.watermark(stream.tso(t + 10))
-    with pytest.raises(TablesStopped, match="app.t2 is a live table in the mirror, which TiDB would refuse"):
+    with pytest.raises(TablesStopped, match=r"app\.t2 is a live table in the mirror"):
         run(stream)
 
 
