@@ -249,7 +249,9 @@ class _Parser:
         if self._peek() == "^":
             self.at += 1
             out += "^"
-        first = True
+        # Whether the last item was one character that no range has used yet (it may start one), and
+        # whether a range is open (its '-' written, its end next).
+        first, may_start, open_range = True, False, False
         while True:
             char = self._peek()
             if char == "":
@@ -259,15 +261,14 @@ class _Parser:
                 return out + "]"
             first = False
             if self.text.startswith("[:", self.at):
-                out += self._posix()
+                out, may_start, open_range = out + self._posix(), False, False
                 continue
             self.at += 1
-            if char == "\\":
-                out += self._class_escape()
-            elif char == "-":
-                out += "-" if out[-1] not in "[^" and self._peek() != "]" else "\\-"
-            else:
-                out += _literal(char)
+            if char == "-" and may_start and self._peek() != "]":
+                out, may_start, open_range = out + "-", False, True
+                continue
+            item, single = self._class_escape() if char == "\\" else (_literal(char), True)
+            out, may_start, open_range = out + item, single and not open_range, False
 
     def _posix(self) -> str:
         end = self.text.find(":]", self.at)
@@ -279,16 +280,17 @@ class _Parser:
         self.at = end + 2
         return _POSIX[name]
 
-    def _class_escape(self) -> str:
+    def _class_escape(self) -> tuple[str, bool]:
+        """An escape inside a class, and whether it is one character (which may start a range)."""
         char = self._peek()
         self.at += 1
         if char in ("d", "w"):
-            return "\\" + char
+            return "\\" + char, False
         if char == "s":
-            return _SPACE
+            return _SPACE, False
         if char == "":
             raise Unsupported(f"a class without ']' in {self.text!r}")
-        return self._character_escape(char)
+        return self._character_escape(char), True
 
 
 def _literal(char: str) -> str:

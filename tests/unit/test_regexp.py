@@ -24,6 +24,9 @@ TEXT = {"s": ColumnType(ColumnKind.VARCHAR, length=40), "n": ColumnType(ColumnKi
         ("x{,2}", "(?d)x\\{\\,2\\}"),  # RE2 reads a { that starts no repetition as itself
         ("a{2,3}?", "(?d)a{2,3}?"),
         ("[]a-]", "(?d)[\\]a\\-]"),
+        ("[a-c-e]", "(?d)[a-c\\-e]"),  # a '-' right after a range stands for itself
+        ("[--/]", "(?d)[\\--\\/]"),  # a range from '-'
+        ("[!^-a]", "(?d)[\\!\\^-a]"),  # from an escaped character
         ("[[:alpha:]_]", "(?d)[A-Za-z_]"),
         ("(?i)ab(?-i:c)", "(?d)(?iu)ab(?-iu:c)"),  # RE2 folds Unicode case
         ("(?P<w>\\w+)", "(?d)(?<w>\\w+)"),
