@@ -77,13 +77,19 @@ def type_comment(column_type: ColumnType, collation: str | None = None) -> str:
     return f"{COMMENT_PREFIX}{column_type}" + (f" collate {collation}" if collation else "")
 
 
+def _recorded(field: T.StructField) -> str | None:
+    """What a mirrored column's comment records after ``tidb: `` (None: not a comment of ours)."""
+    comment = (field.metadata or {}).get("comment") or ""
+    return comment[len(COMMENT_PREFIX) :] if comment.startswith(COMMENT_PREFIX) else None
+
+
 def column_type_of(field: T.StructField) -> ColumnType | None:
     """The upstream type recorded in a mirrored column's comment (``tidb: enum('a','b')``), if readable."""
-    comment = (field.metadata or {}).get("comment") or ""
-    if not comment.startswith(COMMENT_PREFIX):
+    recorded = _recorded(field)
+    if recorded is None:
         return None
     try:
-        return parse_mysql_type(_COLLATE.sub("", comment[len(COMMENT_PREFIX) :]))
+        return parse_mysql_type(_COLLATE.sub("", recorded))
     except UnknownTypeError:
         return None
 
@@ -95,8 +101,7 @@ def case_insensitive(schema: T.StructType) -> frozenset[str]:
 
 def collation_of(field: T.StructField) -> str | None:
     """The collation recorded in a mirrored column's comment (None: TiDB's default)."""
-    comment = (field.metadata or {}).get("comment") or ""
-    found = _COLLATE.search(comment) if comment.startswith(COMMENT_PREFIX) else None
+    found = _COLLATE.search(_recorded(field) or "")
     return found.group(1) if found else None
 
 

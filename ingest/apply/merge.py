@@ -165,11 +165,12 @@ def _computed(
     earlier one, as in MySQL)."""
     types = {f.name: t for f in schema.fields if (t := convert.column_type_of(f)) is not None}
     known = dict(values)
+    folding = convert.case_insensitive(schema)
     for field in schema.fields:
         if field.name in generated:
             column_type = types[field.name]
             value = generated_columns.value_of(
-                generated[field.name], types, column_type, known.__getitem__, convert.case_insensitive(schema)
+                generated[field.name], types, column_type, known.__getitem__, folding
             )
             known[field.name] = value.cast(field.dataType)
     return {name: known[name] for name in generated if name in known}

@@ -121,9 +121,10 @@ def _restorable(
         if config.drop_table is not DropTablePolicy.ARCHIVE:
             return None, 'drop-table is "delete", so the mirror kept no rows of it'
         return _before(spark, source, before_ts), ""
-    truncated = None if before_ts is None else table_state.truncated_before(spark, source, before_ts)
-    if retired == table_state.NOT_RETIRED and truncated is not None:
-        return _before(spark, source, truncated), ""
+    if retired == table_state.NOT_RETIRED and before_ts is not None:
+        truncated = table_state.truncated_before(spark, source, before_ts)  # reads the whole history
+        if truncated is not None:
+            return _before(spark, source, truncated), ""
     held = retired if retired != table_state.NOT_RETIRED else "live, never truncated"
     return None, f"the mirror's table of that name is not the dropped or truncated one ({held})"
 
