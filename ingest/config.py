@@ -12,7 +12,7 @@ from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest import parameters, secrets
-from ingest.decode import canal_json, simple, ticdc_avro
+from ingest.decode import canal_json, open_protocol, simple, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
 from ingest.errors import ConfigError
@@ -260,6 +260,12 @@ class IngestConfig:
             raise ConfigError("compression: TiCDC does not compress Avro messages; remove --compression")
         if avro and self.claim_check_path:
             raise ConfigError("claim-check-path: TiCDC Avro has no claim-check; remove --claim-check-path")
+        if self.protocol is Protocol.OPEN_PROTOCOL and self.claim_check_path:
+            raise ConfigError(
+                "claim-check-path: the mirror does not read Open Protocol claim-check files; remove "
+                "--claim-check-path and set the changefeed's large-message-handle-option to none with a "
+                "larger max-message-bytes, or use --protocol canal-json"
+            )
         if (
             self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER
             and self.protocol is not Protocol.CANAL_JSON
@@ -385,6 +391,8 @@ class IngestConfig:
             return simple.codec(avro=self.simple_encoding is SimpleEncoding.AVRO)
         if self.protocol is Protocol.AVRO:
             return ticdc_avro.CODEC
+        if self.protocol is Protocol.OPEN_PROTOCOL:
+            return open_protocol.codec()
         # Canal-JSON without the TiDB extension is applied best effort, in offset order, only if opted into.
         return canal_json.codec(best_effort=self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER)
 

@@ -62,8 +62,9 @@ RUN: tuple[Parameter, ...] = (
     Parameter("fail-on-data-loss", "true", "stop when Kafka no longer holds records not yet read",
               ("true", "false"), group=KAFKA),
     Parameter("protocol", "canal-json", "the changefeed's protocol; Canal-JSON needs "
-              "enable-tidb-extension=true; avro needs --schema-registry and gives per-key convergence only "
-              "(see the README)", ("canal-json", "simple", "avro")),
+              "enable-tidb-extension=true; avro needs --schema-registry and gives per-key convergence only; "
+              "open-protocol (or default, TiCDC's name for it) is TiCDC's default (see the README)",
+              ("canal-json", "simple", "avro", "open-protocol", "default")),
     Parameter("schema-registry", None, "--protocol avro: the Confluent-compatible schema registry the "
               "changefeed registers with"),
     Parameter("schema-registry-timeout", "60", "seconds the registry may stay unreachable (retried with "

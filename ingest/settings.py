@@ -40,6 +40,12 @@ class Protocol(Enum):
     CANAL_JSON = "canal-json"
     SIMPLE = "simple"
     AVRO = "avro"  # TiCDC Avro, Confluent wire format with a schema registry: per-key convergence only
+    OPEN_PROTOCOL = "open-protocol"  # TiCDC's default protocol: batches of events, watermarks, DDL text
+
+    @classmethod
+    def _missing_(cls, value: object) -> Protocol | None:
+        # TiCDC's own name for Open Protocol (pkg/config/sink_protocol.go): a changefeed that never chose one.
+        return cls.OPEN_PROTOCOL if value == "default" else None
 
 
 class SimpleEncoding(Enum):

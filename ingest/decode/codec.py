@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from ingest.decode.compression import Compression
 from ingest.model import TSO_LOGICAL_BITS, DdlEvent, Op, Position, VersionedSchema, Watermark
 
 KIND_DML = "dml"
@@ -246,6 +247,10 @@ def _no_control(record: Decoded) -> Control:
     raise ValueError(f"{record.position}: this protocol has no control records")
 
 
+# One record's key and value -> each event's JSON message, or why that event is bad.
+Splitter = Callable[[bytes | None, bytes | None], list[tuple[bytes | None, str | None]]]
+
+
 @dataclass(frozen=True)
 class Codec:
     """One protocol, chosen once from the configuration: its wire shape, rules and what it can express.
@@ -254,6 +259,8 @@ class Codec:
     ``columns``: each decoded column the protocol fills, as an expression over the envelope; the others
     are null. ``rules``: the first that matches classifies a record; none: an unknown ``type`` (bad).
     ``transcode``: made on each executor, turns a payload into the JSON the envelope reads (Simple Avro).
+    ``split``: made on each executor, turns one record (key and value) into the JSON of each event it
+    holds, or the reason an event is bad (Open Protocol, whose records batch several events).
     """
 
     name: str
@@ -267,6 +274,7 @@ class Codec:
     columns: tuple[tuple[str, Expr], ...] = ()
     rules: tuple[Rule, ...] = ()
     transcode: Callable[[], Callable[[bytes], bytes]] | None = None
+    split: Callable[[Compression], Splitter] | None = None
     control: Callable[[Decoded], Control] = _no_control
 
     @property

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.config import IngestConfig
@@ -43,9 +43,10 @@ def cache_once_per_position(decoded: DataFrame) -> tuple[DataFrame, dict[Partiti
                 F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
             )
             cached = frames[0]
-            unique = (
-                cached.where(positioned).dropDuplicates(list(POSITION)).unionByName(cached.where(~positioned))
-            )
+            # The entry tells apart the events of one Open Protocol record, which share its position.
+            once = cached.where(positioned).withColumn("__entry", _entry(cached))
+            once = once.dropDuplicates([*POSITION, "__entry"]).drop("__entry")
+            unique = once.unionByName(cached.where(~positioned))
             frames.append(spark_cached(unique))
             ranges = partition_ranges(frames[-1])  # also fills its cache before its parent's goes
     except BaseException:
@@ -95,6 +96,11 @@ class PartitionRead:
     duplicates: int = 0  # records whose offset was read more than once in this batch
 
 
+def _entry(frame: DataFrame) -> Column:
+    """The event's index in its record (0 for protocols whose records hold one event)."""
+    return F.coalesce(F.col("entry"), F.lit(0)) if "entry" in frame.columns else F.lit(0)
+
+
 def partition_ranges(decoded: DataFrame) -> dict[PartitionId, PartitionRead]:
     """Per partition: last offset read, records read, bad (quarantined) records, smallest DML commit_ts,
     and the first fatal record; one pass over the decoded batch."""
@@ -103,10 +109,11 @@ def partition_ranges(decoded: DataFrame) -> dict[PartitionId, PartitionRead]:
         .agg(
             F.max("offset").alias("last"),
             F.count("*").alias("n"),
-            (F.count("offset") - F.count_distinct("offset")).alias("duplicates"),
+            # Every event of an Open Protocol record has the record's offset: a copy repeats its entry too.
+            (F.count("offset") - F.count_distinct("offset", _entry(decoded))).alias("duplicates"),
             F.sum(F.when(F.col("kind") == KIND_BAD, 1).otherwise(0)).alias("bad"),
             F.min(F.when(F.col("kind") == KIND_DML, F.col("commit_ts"))).alias("min_ts"),
-            F.sum(F.length("value")).alias("bytes"),
+            F.sum(F.when(_entry(decoded) == 0, F.length("value"))).alias("bytes"),  # each record once
             F.min(F.when(F.col("kind") == KIND_FATAL, F.struct("offset", "error"))).alias("fatal"),
         )
         .collect()

@@ -27,7 +27,7 @@ from ingest.decode.codec import KIND_DDL as KIND_DDL
 from ingest.decode.codec import KIND_DML as KIND_DML
 from ingest.decode.codec import KIND_FATAL as KIND_FATAL
 from ingest.decode.codec import KIND_WATERMARK as KIND_WATERMARK
-from ingest.decode.codec import Codec
+from ingest.decode.codec import Codec, Splitter
 from ingest.decode.compression import Compression, decompress
 from ingest.model import MESSAGE_COLUMNS, TSO_LOGICAL_BITS
 
@@ -48,6 +48,8 @@ DECODED = T.StructType(
         T.StructField("table_schema", T.StringType()),
         T.StructField("pre_table_schema", T.StringType()),
         T.StructField("claim_check", T.StringType()),
+        # A record's event index, for protocols whose records hold several events (null: one event).
+        T.StructField("entry", T.LongType()),
     ]
 )
 _WIRE_TYPES: dict[c.WireType, T.DataType] = {
@@ -95,6 +97,8 @@ def prepare_payload(messages: DataFrame, compression: Compression, codec: Codec)
     framed = messages.select(
         "*", F.col("value").alias(PAYLOAD), F.lit(None).cast("string").alias(PAYLOAD_ERROR)
     )
+    if codec.split is not None:
+        return _split_payload(framed, codec.split(compression))
     if compression is Compression.NONE and codec.transcode is None:
         return framed
     return _transform_payload(framed, compression, codec.transcode)
@@ -126,6 +130,29 @@ def _transform_payload(frame: DataFrame, compression: Compression, transcoder: T
             yield pa.RecordBatch.from_pydict(columns, schema=batch.schema)
 
     return frame.mapInArrow(transform, frame.schema)
+
+
+def _split_payload(frame: DataFrame, split: Splitter) -> DataFrame:
+    """One row per event of each record, the record's position and bytes kept on every one; a record whose
+    framing is broken stays one row, with the reason as its payload error."""
+    schema = frame.schema
+
+    def explode(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            names = batch.schema.names
+            columns = {name: batch.column(name).to_pylist() for name in names}
+            rows: dict[str, list[Any]] = {name: [] for name in names}
+            for i, (key, value) in enumerate(zip(columns["key"], columns["value"], strict=True)):
+                events = [(None, None)] if value is None else split(key, value)
+                for payload, error in events:
+                    for name in names:
+                        rows[name].append(columns[name][i])
+                    rows[PAYLOAD][-1], rows[PAYLOAD_ERROR][-1] = payload, error
+            yield pa.RecordBatch.from_pydict(rows, schema=batch.schema)
+
+    return frame.mapInArrow(explode, schema)
 
 
 def fetch_claim_checks(
