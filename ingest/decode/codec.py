@@ -247,8 +247,10 @@ def _no_control(record: Decoded) -> Control:
     raise ValueError(f"{record.position}: this protocol has no control records")
 
 
-# One record's key and value -> each event's JSON message, or why that event is bad.
-Splitter = Callable[[bytes | None, bytes | None], list[tuple[bytes | None, str | None]]]
+# One event of a record: its JSON message, or why it is bad.
+SplitEvent = tuple[bytes | None, str | None]
+# One record's key and value -> its events, in order.
+Splitter = Callable[[bytes | None, bytes | None], list[SplitEvent]]
 
 
 @dataclass(frozen=True)

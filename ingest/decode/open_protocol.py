@@ -18,7 +18,7 @@ import base64
 import binascii
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import orjson
@@ -261,17 +261,14 @@ def _event_message(key_entry: bytes, value_entry: bytes, compression: Compressio
     }
 
 
-Event = tuple[bytes | None, str | None]  # the Canal-JSON message, or why the event is bad
-
-
-def split(key: bytes | None, value: bytes | None, compression: Compression) -> list[Event]:
+def split(key: bytes | None, value: bytes | None, compression: Compression) -> list[c.SplitEvent]:
     """Each event of a record as a Canal-JSON message (or the reason it is bad), in entry order; a record
     whose framing is broken is one bad event."""
     try:
         pairs = entries(key, value)
     except OpenProtocolError as exc:
         return [(None, f"{PROTOCOL}: {exc}")]
-    events: list[Event] = []
+    events: list[c.SplitEvent] = []
     for index, (key_entry, value_entry) in enumerate(pairs):
         try:
             message = _event_message(key_entry, value_entry, compression)
@@ -304,5 +301,5 @@ def codec() -> c.Codec:
         envelope=(*canal.envelope, c.Wire(FIELD_ENTRY, c.WireType.LONG)),
         columns=(*canal.columns, ("entry", c.field(FIELD_ENTRY))),
         rules=_rules(),
-        split=lambda compression: lambda key, value: split(key, value, compression),
+        split=lambda compression: partial(split, compression=compression),
     )
