@@ -14,7 +14,7 @@ TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .DEFAULT_GOAL := help
-.PHONY: help install jars demo test test-unit test-spark test-kafka test-connect bench lint fmt typecheck sample clean \
+.PHONY: help install jars demo test test-full test-unit test-spark test-kafka test-connect bench lint fmt typecheck sample clean \
 	kafka-up kafka-down kafka-sample registry-up registry-down \
 	connect-up connect-down
 
@@ -36,8 +36,11 @@ demo: jars ## mirror the bundled sample into ./lakehouse by path, then into cata
 	$(BIN)/ticdc-ingest demo --target-path lakehouse
 	$(BIN)/ticdc-ingest demo --catalog --warehouse spark-warehouse
 
-test: jars ## the whole suite: unit and real Spark + Delta tests, on TEST_WORKERS processes (default 2)
+test: jars ## the suite: unit and real Spark + Delta tests on TEST_WORKERS processes (default 2); `full` ones: test-full
 	$(BIN)/python -m pytest $(XDIST)
+
+test-full: jars ## the whole suite and its long tail (tests marked `full`, every corpus under every protocol)
+	CORPUS_PROFILE=full $(BIN)/python -m pytest $(XDIST)
 
 test-unit: $(STAMP) ## the fast loop: pure logic only, no Spark
 	$(BIN)/python -m pytest -m "not spark and not kafka and not notebook"

@@ -52,6 +52,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, marker))
         if _mode(item) == CONNECT:
             item.add_marker(pytest.mark.connect)
+    if not FULL:
+        _leave_to_the_full_profile(config, items)
+
+
+# A session fixture that builds a mirror is built once per worker that runs a test using it: its tests go
+# to one worker together (`--dist loadgroup`), which builds it once.
+_SHARED_BUILDS = ("mirrored_history",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each item's group
+def pytest_itemcollected(item: pytest.Item) -> None:
+    for name in _SHARED_BUILDS:
+        if name in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(name))
+
+
+# -- the full profile: `make test` keeps within its time on a two-core runner; `make test-full` runs it all ---
+#
+# A test marked `full` runs only under CORPUS_PROFILE=full: a further corpus or protocol through a path
+# another test already walks in CI, or a Connect run of a test whose classic run stays. `full(modes=
+# ("connect",))` leaves only that mode's run to the profile. Left-out tests are deselected, never skipped,
+# and the run's summary counts them.
+
+FULL = os.environ.get("CORPUS_PROFILE", "ci") == "full"
+_left_to_full: list[str] = []
+
+
+def _full_only(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("full")
+    return marker is not None and _mode(item) in marker.kwargs.get("modes", (CLASSIC, CONNECT))
+
+
+def _leave_to_the_full_profile(config: pytest.Config, items: list[pytest.Item]) -> None:
+    left = [item for item in items if _full_only(item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if not _full_only(item)]
+        _left_to_full.extend(item.nodeid for item in left)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _left_to_full:
+        terminalreporter.write_line(
+            f"{len(_left_to_full)} tests marked `full` were deselected: `make test-full` "
+            "(CORPUS_PROFILE=full) runs them"
+        )
 
 
 class _ConnectLast:

@@ -93,6 +93,7 @@ def session_kind(kernel) -> str:
 
 
 @pytest.mark.long
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.both_modes
 def test_backfill_then_state_then_resync_of_one_table(spark, spark_mode, kernel, tmp_path):
     stream = build_sample()

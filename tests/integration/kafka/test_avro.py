@@ -129,6 +129,7 @@ def test_every_type_lands_exactly(spark, schema_registry, tmp_path, lake):
     assert types["ti"] == types["si"] == types["mi"] == types["i"] == "int" and types["iu"] == "bigint"
 
 
+@pytest.mark.full  # CI compares Canal-JSON with Simple on files (test_protocols)
 @pytest.mark.long
 def test_the_same_stream_lands_identically_in_every_protocol(spark, schema_registry, tmp_path):
     avro = avro_stream(schema_registry, "equivalence")
@@ -288,6 +289,7 @@ def test_writer_schemas_are_registered_under_ticdcs_subjects(schema_registry):
         max_size=15,
     )
 )
+@pytest.mark.full  # CI mutates Canal-JSON messages (test_fuzz); Avro mutations in the full profile
 def test_mutated_avro_records_are_quarantined_never_crash(
     spark, schema_registry, tmp_path_factory, mutations
 ):

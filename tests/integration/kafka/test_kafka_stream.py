@@ -232,6 +232,7 @@ def test_every_batch_reports_metrics(spark, feed, lake):
     assert (observed["records"], observed["bytes"]) == (metrics["records"], metrics["bytes"])
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.long
 @pytest.mark.both_modes
 def test_available_now_restarts_read_only_what_is_new_and_a_batch_error_reaches_the_caller(spark, feed, lake):

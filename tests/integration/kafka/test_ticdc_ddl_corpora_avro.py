@@ -74,11 +74,12 @@ def uncarried_defaults(corpus: str) -> str:
     return ";".join(sorted(set(entries)))
 
 
-# CI runs the corpora whose Avro records are their own traps: a tombstone whose key moved (columns), a writer
-# schema that changes a column's type between rows of one batch (generated), and tables created, dropped and
-# renamed (tables). The `full` profile (CORPUS_PROFILE=full) runs every corpus with Avro records.
+# CI runs the corpus of tables created, dropped and renamed (tables), the one no other CI run lands. The `full`
+# profile (CORPUS_PROFILE=full) runs every corpus with Avro records, among them those whose Avro records are
+# their own traps: a tombstone whose key moved (columns), a writer schema that changes a column's type
+# between rows of one batch (generated).
 PROFILE = os.environ.get("CORPUS_PROFILE", "ci")
-CI_CORPORA = ("columns", "generated", "tables")
+CI_CORPORA = ("tables",)
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ RESULT_KEYS = (
 )
 
 
+@pytest.mark.full  # the bench itself is run by `make bench`
 @pytest.mark.long
 def test_smoke_run_writes_a_report_with_every_section(spark, tmp_path):
     sizes = Sizes.smoke()

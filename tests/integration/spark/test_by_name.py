@@ -66,9 +66,13 @@ def by_name(prefix: str, **params: str) -> IngestConfig:
     )
 
 
-# Each corpus runs by name in one Spark mode, in place of its path-mode run in CI (test_ticdc_ddl_corpora).
+# A corpus runs by name in each Spark mode (test_ticdc_ddl_corpora.BY_NAME); the classic one in the full profile.
 @pytest.mark.long
-@pytest.mark.parametrize(("spark", "corpus", "variant"), BY_NAME_CORPORA, indirect=["spark"])
+@pytest.mark.parametrize(
+    ("spark", "corpus", "variant"),
+    [pytest.param(*run, marks=pytest.mark.full) if run[0] == "classic" else run for run in BY_NAME_CORPORA],
+    indirect=["spark"],
+)
 def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, variant):
     protocol = {"simple-json": {"protocol": "simple"}}.get(variant, {})
     config = by_name(prefix, input=str(CORPORA[corpus] / variant / "records.jsonl"), **protocol)
@@ -97,6 +101,7 @@ def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, var
     assert committed.global_watermark == result.global_watermark > 0
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 def test_a_creation_a_kill_cut_off_from_its_catalog_entry_is_made_again(spark, prefix, tmp_path):
     """Delta commits a managed table's first version, then the catalog lists it: a kill in between leaves
     files at the table's managed location with no catalog entry, over which Spark refuses to create it."""
@@ -173,6 +178,7 @@ def test_a_run_by_name_killed_at_random_instants_ends_like_an_uninterrupted_run(
     assert {t: delta_io.history(spark, location(t), 1).first()["version"] for t in (T, R)} == versions, why
 
 
+@pytest.mark.full(modes=("classic",))  # the Connect run stays in CI
 @pytest.mark.long
 def test_load_verify_stream_as_of_and_resync_by_name(spark, prefix, tmp_path):
     """A Dumpling snapshot loaded by name verifies against its export, the stream continues it without gap
@@ -242,6 +248,7 @@ def normalize_row(row) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in row.asDict().items()))
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 def test_replays_buffered_rows_and_a_lost_progress_table_by_name(spark, prefix, tmp_path):
     """TiCDC's at-least-once replays never bring a deleted row back, a row above G waits in the buffer
     table across runs, and losing the progress table costs a re-read that changes nothing."""

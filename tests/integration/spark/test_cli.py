@@ -116,6 +116,7 @@ def test_status_shows_g_and_each_tables_applied_tso(spark, tmp_path, capsys):
     assert lines["shop.customers"][4:6] == ["8", "1"]  # rows, pending
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.both_modes
 def test_run_progress_then_status_last_ddl_then_a_resync_that_cannot_reach_a_t(spark, tmp_path, capsys):
     stream = build_sample()
@@ -172,6 +173,7 @@ print(json.dumps(answer))
 """
 
 
+@pytest.mark.full  # by name in CI: test_by_name on Connect
 @pytest.mark.long
 def test_demo_by_name_leaves_catalog_tables_another_spark_session_selects(spark, tmp_path):
     """``demo --catalog`` in a process of its own; then a plain Spark session of the same warehouse, started

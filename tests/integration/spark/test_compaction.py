@@ -43,6 +43,7 @@ def _rows(spark, path, version=None):
     return {r["id"]: (r["c1"], r["c2"]) for r in reader.load(path).collect()}
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.both_modes
 def test_auto_compaction_keeps_table_state_as_of_versions_and_replays(spark, tmp_path, compact_early):
     workload = Workload(WorkloadSpec(mix=Mix.UPDATE_HEAVY, width=3, partitions=1))

@@ -168,7 +168,7 @@ def test_table_swaps_and_exchanges_killed_at_random_instants_end_with_both_table
 
     uninterrupted = config_for(tmp_path / "uninterrupted")
     progress_ = progress_of(lambda: results.append(run_files(spark, uninterrupted)))
-    # The corpus test leaves this corpus and protocol to this run (test_ticdc_ddl_corpora.KILLED).
+    # In CI the corpus test leaves this corpus and protocol to this run (test_ticdc_ddl_corpora.CI_RUNS).
     assert results[0].quarantined == 0
     assert corpus_problems(spark, uninterrupted, corpus) == {}
     outcomes = run_killed(

@@ -52,6 +52,7 @@ def test_every_table_thread_runs_under_the_callers_tags_in_a_session_of_its_own(
     assert {partitions for *_, partitions in seen.values()} == {"7"}  # the caller's settings came along
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.both_modes
 def test_tables_commit_at_the_same_time_each_with_its_own_metadata(spark, tmp_path: Path):
     """Four tables hold their commit settings at once (one session would make them take turns, and the
@@ -79,6 +80,7 @@ def test_tables_commit_at_the_same_time_each_with_its_own_metadata(spark, tmp_pa
     assert spark.conf.get(CONF_USER_METADATA, None) is None
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.both_modes
 def test_a_batch_applied_in_table_sessions_leaves_the_callers_session_as_it_was(spark, tmp_path: Path):
     """Three tables, two at a time, each in a session of its own: the tables hold upstream's rows, each

@@ -12,6 +12,7 @@ from ingest.lake import delta_io, sql_text
 TEXT = "${env:HOME} ${system:java.version} ${spark.sql.session.timeZone} $x \\u0024 it's"
 
 
+@pytest.mark.full(modes=("connect",))  # the classic run stays in CI
 @pytest.mark.both_modes
 def test_text_with_substitution_forms_lands_as_written(spark, tmp_path):
     path = str(tmp_path / "t")

@@ -27,36 +27,32 @@ VARIANTS = {
     "open-protocol": {"protocol": "open-protocol"},
 }
 LANDING = sorted(name for name in CORPORA if name not in ("refusals", "recover"))
-# Simple JSON and Simple Avro share everything after the message is read (Avro is read into the JSON form),
-# so CI runs every corpus under Canal-JSON and each Simple encoding on the corpus whose messages are its own
-# traps: Avro on the one with every kind of DEFAULT (where TiCDC's Avro writes bytes JSON cannot), JSON on
-# views and swaps (a view's message carries columns of type "unspecified"). The `full` profile
-# (CORPUS_PROFILE=full) runs every corpus under every protocol.
+# CI lands every corpus once, under one protocol, and every protocol on a corpus whose messages are its own
+# traps: Simple Avro on the one with every kind of DEFAULT (where TiCDC's Avro writes bytes JSON cannot),
+# Simple JSON on names and, by name, on views and swaps (a view's message carries columns of type
+# "unspecified"), TiCDC Avro on the tables corpus on a real broker (test_ticdc_ddl_corpora_avro), Open
+# Protocol on TiCDC's own test workloads on a real broker with replays and a lagging partition
+# (test_open_protocol_kafka; tests/unit/test_open_protocol proves its records carry the values its
+# Canal-JSON records carry), and the cutover corpus as the uninterrupted run of the kill test
+# (test_kill_anywhere). Simple JSON and Simple Avro share everything after the message is read (Avro is read
+# into the JSON form). The `full` profile (CORPUS_PROFILE=full) runs every corpus under every protocol.
 PROFILE = os.environ.get("CORPUS_PROFILE", "ci")
-CI_SIMPLE = {"simple-avro": ("columns", "generated"), "simple-json": ("views-swaps", "names")}
-# Open Protocol is read as the Canal-JSON messages its events become, so in CI the corpus of TiCDC's own
-# test workloads lands only as Open Protocol, on a real broker with replays and a lagging partition
-# (test_open_protocol_kafka), checked as here; tests/unit/test_open_protocol proves its records carry the
-# values its Canal-JSON records carry.
-AS_OPEN_PROTOCOL = ("tidb-tests", "canal-json")
-# In CI these run by name instead (test_by_name), one in each Spark mode: every line of the mirror's Delta
-# I/O is the same by path and by name but the addressing, which those runs cover.
+CI_RUNS = {
+    ("columns", "simple-avro"),
+    ("generated", "canal-json"),
+    ("names", "simple-json"),
+    ("partitions", "canal-json"),
+}
+# typechanges (every type change TiDB allows, lossy ones under a non-strict sql_mode) lands in the full
+# profile; in CI test_column_ddl converts as TiDB does on generated streams.
+# These run by name (test_by_name), one in each Spark mode: every line of the mirror's Delta I/O is the same
+# by path and by name but the addressing. In CI, the Connect one.
 BY_NAME = [("classic", "tables", "canal-json"), ("connect", "views-swaps", "simple-json")]
-# And this one is the uninterrupted run of the kill test (test_kill_anywhere), which checks it as here.
-KILLED = ("cutover", "canal-json")
 MATRIX = [
     (corpus, variant)
     for corpus in LANDING
     for variant in sorted(VARIANTS)
-    if (CORPORA[corpus] / variant).is_dir()
-    and (
-        PROFILE == "full"
-        or (
-            (variant == "canal-json" or corpus in CI_SIMPLE.get(variant, ()))
-            and (corpus, variant) not in {(c, v) for _, c, v in BY_NAME}
-            and (corpus, variant) not in (KILLED, AS_OPEN_PROTOCOL)
-        )
-    )
+    if (CORPORA[corpus] / variant).is_dir() and (PROFILE == "full" or (corpus, variant) in CI_RUNS)
 ]
 
 

@@ -108,9 +108,10 @@ def expected(s: Stream) -> dict:
 @pytest.mark.parametrize(
     ("protocol", "encoding", "compression"),
     [
+        # CI reads each encoding once; compressed records are read in CI by the claim-check tests
         ("canal-json", "json", Compression.NONE),
-        ("canal-json", "json", Compression.LZ4),
-        ("simple", "json", Compression.SNAPPY),
+        pytest.param("canal-json", "json", Compression.LZ4, marks=pytest.mark.full),
+        pytest.param("simple", "json", Compression.SNAPPY, marks=pytest.mark.full),
         ("simple", "avro", Compression.NONE),
     ],
 )
