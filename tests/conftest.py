@@ -68,7 +68,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
             item.add_marker(pytest.mark.xdist_group(name))
 
 
-# -- the full profile: `make test` keeps within its time on a two-core runner; `make test-full` runs it all ---
+# -- the full profile: `make test` keeps within its time on a two-core runner; `make test-full` runs it all
 #
 # A test marked `full` runs only under CORPUS_PROFILE=full: a further corpus or protocol through a path
 # another test already walks in CI, or a Connect run of a test whose classic run stays. `full(modes=

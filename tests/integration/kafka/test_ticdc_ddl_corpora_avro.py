@@ -74,7 +74,7 @@ def uncarried_defaults(corpus: str) -> str:
     return ";".join(sorted(set(entries)))
 
 
-# CI runs the corpus of tables created, dropped and renamed (tables), the one no other CI run lands. The `full`
+# CI runs the corpus of tables created, dropped and renamed (tables), which no other CI run lands. The `full`
 # profile (CORPUS_PROFILE=full) runs every corpus with Avro records, among them those whose Avro records are
 # their own traps: a tombstone whose key moved (columns), a writer schema that changes a column's type
 # between rows of one batch (generated).

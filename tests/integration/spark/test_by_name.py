@@ -66,7 +66,7 @@ def by_name(prefix: str, **params: str) -> IngestConfig:
     )
 
 
-# A corpus runs by name in each Spark mode (test_ticdc_ddl_corpora.BY_NAME); the classic one in the full profile.
+# A corpus runs by name in each Spark mode (test_ticdc_ddl_corpora.BY_NAME); the classic one under `full`.
 @pytest.mark.long
 @pytest.mark.parametrize(
     ("spark", "corpus", "variant"),
