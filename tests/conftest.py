@@ -76,7 +76,9 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 # and the run's summary counts them.
 
 FULL = os.environ.get("CORPUS_PROFILE", "ci") == "full"
-_left_to_full: list[str] = []
+# How many were deselected: counted where the items are collected, in each xdist worker, and reported by the
+# controller, which collects none.
+_left_to_full = {"tests": 0}
 
 
 def _full_only(item: pytest.Item) -> bool:
@@ -85,17 +87,28 @@ def _full_only(item: pytest.Item) -> bool:
 
 
 def _leave_to_the_full_profile(config: pytest.Config, items: list[pytest.Item]) -> None:
-    left = [item for item in items if _full_only(item)]
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        (left if _full_only(item) else kept).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
-        items[:] = [item for item in items if not _full_only(item)]
-        _left_to_full.extend(item.nodeid for item in left)
+        items[:] = kept
+    _left_to_full["tests"] = len(left)
+    if hasattr(config, "workeroutput"):  # an xdist worker: sent to the controller when it finishes
+        config.workeroutput["left_to_full"] = len(left)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    reported = getattr(node, "workeroutput", {}).get("left_to_full", 0)
+    _left_to_full["tests"] = max(_left_to_full["tests"], reported)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _left_to_full:
+    if _left_to_full["tests"]:
         terminalreporter.write_line(
-            f"{len(_left_to_full)} tests marked `full` were deselected: `make test-full` "
+            f"{_left_to_full['tests']} tests marked `full` were deselected: `make test-full` "
             "(CORPUS_PROFILE=full) runs them"
         )
 

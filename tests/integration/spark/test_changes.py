@@ -5,7 +5,6 @@ TiCDC's own code wrote; DDLs cut the answer into segments; what cannot be answer
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from pathlib import Path
@@ -414,7 +413,6 @@ def test_refused_tables_are_named_on_stderr_and_in_the_manifest_and_the_others_a
 # and net. A full-profile test: in CI, changes across DDLs are replayed by test_ddl_property's generated
 # streams and the tests above. CORPUS_PROFILE=full: every pair of three runs of the tables, columns (every
 # column DDL, key changes, rewrites) and partitions corpora.
-FULL = os.environ.get("CORPUS_PROFILE", "ci") == "full"
 CORPUS_RUNS = 3
 IN_RUNS = ["tables", "columns", "partitions"]
 
@@ -442,9 +440,8 @@ def test_kit_corpora_every_pair_of_runs_replays_to_the_later_one(spark, corpus_i
     corpus, lake, gs = corpus_in_runs
     assert len(gs) == CORPUS_RUNS, gs
     config = _config(lake)
-    pairs = _pairs(gs, random.Random(corpus)) if FULL else [(gs[0], gs[-1])]
-    for a, b in pairs:
+    for a, b in _pairs(gs, random.Random(corpus)):
         assert replay_problems(spark, config, a, b) == [], (corpus, a, b)
     # A stream from each run's point to the end, for every table that kept its schema since.
-    for a in gs[:-1] if FULL else gs[:1]:
+    for a in gs[:-1]:
         assert stream_problems(spark, config, a, tmp_path / str(a)) == [], (corpus, a)
