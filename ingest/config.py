@@ -12,9 +12,10 @@ from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest import parameters, secrets
-from ingest.decode import canal_json, open_protocol, simple, ticdc_avro
+from ingest.decode import canal_json, open_protocol, simple, storage_csv, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
+from ingest.decode.storage_csv import CsvOptions
 from ingest.errors import ConfigError
 from ingest.lake import names as catalog_names
 from ingest.lake.mirror import Mirror
@@ -64,6 +65,7 @@ STATE_DIR_NAME = "_ingest"
 DEFAULT_TARGET_SCHEMA = "{database}"
 DEFAULT_STATE_SCHEMA = "ticdc_ingest"
 _RUN = parameters.by_key(parameters.RUN)
+CSV_PREFIX = "sink-csv-"
 
 
 def absolute_local_path(path: str) -> str:
@@ -108,6 +110,7 @@ class IngestConfig:
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     type_change: TypeChangePolicy = TypeChangePolicy.REWRITE
     input_format: InputFormat = InputFormat.AUTO
+    csv: CsvOptions | None = None  # --protocol csv: the changefeed's [sink.csv] options
     schema_registry: str | None = None
     schema_registry_timeout: float = 60.0
     # Credentials stay out of the config's repr (and so out of any log line or error that prints it).
@@ -190,10 +193,22 @@ class IngestConfig:
                     "mirror under an external location (s3://, abfss://, gs://), or drop "
                     "table-name-template and read the tables by path"
                 )
-        if self.input_format is InputFormat.STORAGE and self.protocol is not Protocol.CANAL_JSON:
+        if self.input_format is InputFormat.STORAGE and self.protocol not in (
+            Protocol.CANAL_JSON,
+            Protocol.CSV,
+        ):
             raise ConfigError(
-                "input-format: the storage-sink layout is read for --protocol canal-json only; "
+                "input-format: the storage-sink layout is read for --protocol canal-json and csv only; "
                 f"got protocol {self.protocol.value}"
+            )
+        csv_elsewhere = self.source is SourceKind.KAFKA or self.input_format not in (
+            InputFormat.AUTO,
+            InputFormat.STORAGE,
+        )
+        if self.protocol is Protocol.CSV and csv_elsewhere:
+            raise ConfigError(
+                "protocol: csv is what TiCDC's storage sink writes; read it with --source files and --input "
+                "at the sink's root (--input-format storage or auto)"
             )
         self._check_protocol_options()
         if self.by_name:
@@ -365,6 +380,7 @@ class IngestConfig:
             type_change=choice(normalized, "type-change", TypeChangePolicy),
             kafka=kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
             input_format=choice(normalized, "input-format", InputFormat),
+            csv=_csv_options(normalized, protocol),
             schema_registry=normalized.get("schema-registry") or None,
             schema_registry_timeout=parameters.number(
                 normalized, _RUN["schema-registry-timeout"], "a number of seconds"
@@ -393,6 +409,8 @@ class IngestConfig:
             return ticdc_avro.CODEC
         if self.protocol is Protocol.OPEN_PROTOCOL:
             return open_protocol.codec()
+        if self.protocol is Protocol.CSV:
+            return storage_csv.codec()
         # Canal-JSON without the TiDB extension is applied best effort, in offset order, only if opted into.
         return canal_json.codec(best_effort=self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER)
 
@@ -445,3 +463,27 @@ def _in_a_volume(path: str) -> bool:
 def resolved(normalized: dict[str, str]) -> dict[str, str]:
     """Every secret reference in the settings replaced by its value (``ingest.secrets``), at start."""
     return {key: secrets.resolve(value, setting=key) for key, value in normalized.items()}
+
+
+def _csv_options(normalized: Mapping[str, str], protocol: Protocol) -> CsvOptions | None:
+    """The ``sink-csv-*`` settings, as the changefeed's ``[sink.csv]`` allows them; None unless csv."""
+    given = sorted(key for key in normalized if key.startswith(CSV_PREFIX))
+    if protocol is not Protocol.CSV:
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)}: apply to --protocol csv only; remove them or set the protocol"
+            )
+        return None
+    options = CsvOptions(
+        delimiter=parameters.value(normalized, _RUN[CSV_PREFIX + "delimiter"]) or "",
+        quote=parameters.value(normalized, _RUN[CSV_PREFIX + "quote"]) or "",
+        null=parameters.value(normalized, _RUN[CSV_PREFIX + "null"]) or "",
+        include_commit_ts=parameters.flag(normalized, _RUN[CSV_PREFIX + "include-commit-ts"]),
+        output_old_value=parameters.flag(normalized, _RUN[CSV_PREFIX + "output-old-value"]),
+        output_handle_key=parameters.flag(normalized, _RUN[CSV_PREFIX + "output-handle-key"]),
+        binary_encoding=parameters.value(normalized, _RUN[CSV_PREFIX + "binary-encoding-method"]) or "",
+    )
+    problem = storage_csv.options_problem(options)
+    if problem:
+        raise ConfigError(problem)
+    return options

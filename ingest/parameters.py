@@ -63,8 +63,9 @@ RUN: tuple[Parameter, ...] = (
               ("true", "false"), group=KAFKA),
     Parameter("protocol", "canal-json", "the changefeed's protocol; Canal-JSON needs "
               "enable-tidb-extension=true; avro needs --schema-registry and gives per-key convergence only; "
-              "open-protocol (or default, TiCDC's name for it) is TiCDC's default (see the README)",
-              ("canal-json", "simple", "avro", "open-protocol", "default")),
+              "open-protocol (or default, TiCDC's name for it) is TiCDC's default; csv is the storage sink's "
+              "(see the README)",
+              ("canal-json", "simple", "avro", "open-protocol", "default", "csv")),
     Parameter("schema-registry", None, "--protocol avro: the Confluent-compatible schema registry the "
               "changefeed registers with"),
     Parameter("schema-registry-timeout", "60", "seconds the registry may stay unreachable (retried with "
@@ -86,6 +87,20 @@ RUN: tuple[Parameter, ...] = (
               "added with a DEFAULT; e.g. 'shop.items.price=3.1400'; ';' between entries"),
     Parameter("column-types", None, "the type of DECIMAL columns whose precision the stream does not say, "
               "e.g. 'shop.items.price=decimal(20,6)'; ';' between entries (unset: the exact digits as text)"),
+    Parameter("sink-csv-delimiter", ",", "--protocol csv: the changefeed's [sink.csv] delimiter (1 to 3 "
+              "characters)"),
+    Parameter("sink-csv-quote", '"', "--protocol csv: [sink.csv] quote (one character, or empty for "
+              "backslash escapes)"),
+    Parameter("sink-csv-null", "\\N", "--protocol csv: [sink.csv] null, the text of NULL"),
+    Parameter("sink-csv-include-commit-ts", "true", "--protocol csv: [sink.csv] include-commit-ts, which "
+              "the mirror needs: without a commit ts nothing can be ordered or deduplicated",
+              ("true", "false")),
+    Parameter("sink-csv-output-old-value", "false", "--protocol csv: [sink.csv] output-old-value (an "
+              "UPDATE is a D and an I record)", ("true", "false")),
+    Parameter("sink-csv-output-handle-key", "false", "--protocol csv: [sink.csv] output-handle-key (a row "
+              "handle field before the columns)", ("true", "false")),
+    Parameter("sink-csv-binary-encoding-method", "base64", "--protocol csv: [sink.csv] "
+              "binary-encoding-method", ("base64", "hex")),
     Parameter("simple-encoding", "json", "the Simple protocol's encoding-format", ("json", "avro")),
     Parameter("compression", "none", "the changefeed's large-message-handle-compression",
               ("none", "lz4", "snappy")),

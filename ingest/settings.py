@@ -41,6 +41,7 @@ class Protocol(Enum):
     SIMPLE = "simple"
     AVRO = "avro"  # TiCDC Avro, Confluent wire format with a schema registry: per-key convergence only
     OPEN_PROTOCOL = "open-protocol"  # TiCDC's default protocol: batches of events, watermarks, DDL text
+    CSV = "csv"  # the storage sink's CSV: rows with the [sink.csv] options, schema files, the checkpoint
 
     @classmethod
     def _missing_(cls, value: object) -> Protocol | None:
@@ -75,7 +76,7 @@ class InputFormat(Enum):
     AUTO = "auto"  # a storage-sink layout if <input>/metadata holds a checkpoint-ts, else line by line
     RECORDS = "records"  # captured records: value and key in base64
     KCAT = "kcat"  # `kcat -J` envelopes: payload and key as JSON strings
-    STORAGE = "storage"  # TiCDC's storage-sink layout for Canal-JSON
+    STORAGE = "storage"  # TiCDC's storage-sink layout (Canal-JSON or CSV files)
 
 
 class DropTablePolicy(Enum):

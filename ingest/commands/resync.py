@@ -114,7 +114,7 @@ def resync_table(spark: SparkSession, config: IngestConfig, table: TableId) -> R
         ConfigError: the input does not reach the table's current applied TSO, or holds no row of it.
     """
     staged = staged_config(spark, config, table)
-    messages = files.read_messages(spark, config.input_path, {}, config.input_format)
+    messages = files.read_messages(spark, config.input_path, {}, config.input_format, config.csv)
     process_batch(spark, only_table(messages, table), staged, progress.Progress())
     staged_path = staged.mirror.address(table)
     after = table_state.read_table_state(spark, staged_path)

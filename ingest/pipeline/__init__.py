@@ -33,7 +33,9 @@ def run_files(
     """
     registry.check_access(config)
     committed = progress.load_progress(spark, config.state_path, config.stream_id)
-    messages = files.read_messages(spark, config.input_path, committed.resume, config.input_format)
+    messages = files.read_messages(
+        spark, config.input_path, committed.resume, config.input_format, config.csv
+    )
     if report is None:
         return process_batch(spark, messages, config, committed)
     stats = files.input_stats(messages)

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.config import InputFormat
+from ingest.decode.storage_csv import CsvOptions
 from ingest.model import PartitionId
 from ingest.source import at_or_after, storage_sink
 
@@ -53,6 +54,7 @@ def read_messages(
     input_path: str,
     start: Mapping[PartitionId, int],
     input_format: InputFormat = InputFormat.AUTO,
+    csv: CsvOptions | None = None,
 ) -> DataFrame:
     """Read records at or after each partition's start offset, as Kafka-shaped rows.
 
@@ -61,8 +63,8 @@ def read_messages(
     record at all (no topic/partition/offset) come back with ``partition`` null and are quarantined.
     """
     chosen = resolve_format(spark, input_path, input_format)
-    if chosen is InputFormat.STORAGE:
-        return storage_sink.read_messages(spark, input_path, start)
+    if chosen is InputFormat.STORAGE or csv is not None:
+        return storage_sink.read_messages(spark, input_path, start, csv)
     raw = spark.read.schema(LINE_SCHEMA).option("mode", "PERMISSIVE").json(input_path)
     detected = F.lit(chosen is InputFormat.AUTO) & F.col("broker").isNotNull()
     kcat = F.lit(chosen is InputFormat.KCAT) | detected

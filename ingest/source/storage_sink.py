@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from pyspark.errors import AnalysisException
@@ -35,20 +36,24 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.decode import canal_json as cj
+from ingest.decode import storage_csv
+from ingest.decode.storage_csv import CsvOptions
 from ingest.errors import ConfigError
 from ingest.lake.delta_io import list_files
 from ingest.model import MESSAGE_COLUMNS, PartitionId
 from ingest.source import MESSAGE_SCHEMA
+from ingest.source.storage_layout import layouts
 
 logger = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata"
 CHECKPOINT_TS = "checkpoint-ts"
-DATA_GLOB = "CDC*.json"
+DATA_EXTENSIONS = {"canal-json": ".json", "csv": ".csv"}
 SCHEMA_GLOB = "schema_*.json"
 META_DIR = "meta"
 LINE_BITS = 25  # lines per file: 32M, far above what a 64 MiB (default file-size) file can hold
 LAST_SLOT = (1 << LINE_BITS) - 1
+SchemaFile = dict[str, Any]  # a schema file as parsed
 
 # TiDB DDL action codes (schema file "Type") -> Canal-JSON "type"; the rest are QUERY or ALTER.
 _CANAL_TYPES = {3: "CREATE", 4: "ERASE", 11: "TRUNCATE", 14: "RENAME", 7: "CINDEX", 8: "DINDEX"}
@@ -97,7 +102,7 @@ def read_checkpoint(spark: SparkSession, input_path: str) -> tuple[str, int] | N
     return str(row["path"])[: -len(METADATA_FILE) - 1], checkpoint
 
 
-def data_file(root: str, path: str) -> DataFile | None:
+def data_file(root: str, path: str, extension: str = ".json") -> DataFile | None:
     """Where a listed CDC file belongs; None for a file outside the layout (e.g. under a meta/ folder)."""
     relative = path[len(root) :].lstrip("/").split("/")
     *directories, name = relative
@@ -106,7 +111,7 @@ def data_file(root: str, path: str) -> DataFile | None:
         return None
     if not name.startswith("CDC"):
         return None
-    digits = name[3:].removesuffix(".json")
+    digits = name[3:].removesuffix(extension)
     if not digits.isdigit():
         return None
     return DataFile(path, PartitionId("/".join(directories), 0), int(digits))
@@ -165,8 +170,13 @@ def watermark_message(checkpoint_ts: int) -> bytes:
     )
 
 
-def read_messages(spark: SparkSession, input_path: str, start: Mapping[PartitionId, int]) -> DataFrame:
+def read_messages(
+    spark: SparkSession, input_path: str, start: Mapping[PartitionId, int], csv: CsvOptions | None = None
+) -> DataFrame:
     """A storage-sink directory as Kafka-shaped rows at or after each synthetic partition's start offset.
+
+    ``csv``: the sink writes CSV with these options; each record comes with its table version's layout
+    as its key (:mod:`ingest.decode.storage_csv`). Otherwise the sink writes Canal-JSON.
 
     Raises:
         ConfigError: there is no metadata file with a checkpoint-ts at the root.
@@ -178,13 +188,15 @@ def read_messages(spark: SparkSession, input_path: str, start: Mapping[Partition
             "storage sink's root (the folder the changefeed's sink URI names), or set --input-format"
         )
     root, checkpoint = found
-    files = _list_data_files(spark, input_path, root)
+    extension = DATA_EXTENSIONS["csv" if csv is not None else "canal-json"]
+    files = _list_data_files(spark, input_path, root, extension)
     fresh = [f for f in files if f.last_slot >= start.get(f.partition, 0)]
     last_slot: dict[PartitionId, int] = {}
     for f in files:
         last_slot[f.partition] = max(last_slot.get(f.partition, 0), f.last_slot)
+    schema_files = _schema_files(spark, input_path, root)
     control: list[tuple[str, int, int, None, None, bytes]] = []
-    for pid, offset, value in _schema_messages(spark, input_path, root):
+    for pid, offset, value in _ddl_messages(schema_files):
         if offset >= start.get(pid, 0):
             control.append((pid.topic, pid.partition, offset, None, None, value))
         last_slot.setdefault(pid, -1)
@@ -205,28 +217,32 @@ def read_messages(spark: SparkSession, input_path: str, start: Mapping[Partition
         len({f.partition for f in files}),
     )
     rows = spark.createDataFrame(control, MESSAGE_SCHEMA)
-    if fresh:
+    if fresh and csv is not None:
+        keys = _layout_keys(fresh, [parsed for _, parsed in schema_files], csv)
+        rows = rows.unionByName(_read_csv_records(spark, fresh, start, keys, csv.quote))
+    elif fresh:
         rows = rows.unionByName(_read_lines(spark, fresh, start))
     return rows
 
 
-def _list_data_files(spark: SparkSession, input_path: str, root: str) -> list[DataFile]:
+def _list_data_files(spark: SparkSession, input_path: str, root: str, extension: str) -> list[DataFile]:
     try:
         listed = (
             spark.read.format("binaryFile")
             .option("recursiveFileLookup", "true")
-            .option("pathGlobFilter", DATA_GLOB)
+            .option("pathGlobFilter", f"CDC*{extension}")
             .load(input_path)
             .select("path")
             .collect()
         )
     except AnalysisException:
         return []  # no data file yet
-    return [f for f in (data_file(root, str(r["path"])) for r in listed) if f is not None]
+    found = (data_file(root, str(r["path"]), extension) for r in listed)
+    return [f for f in found if f is not None]
 
 
-def _schema_messages(spark: SparkSession, input_path: str, root: str) -> list[tuple[PartitionId, int, bytes]]:
-    """Every schema file that carries a DDL: its meta partition, offset (the DDL's commitTs) and message."""
+def _schema_files(spark: SparkSession, input_path: str, root: str) -> list[tuple[PartitionId, SchemaFile]]:
+    """Every schema file of the layout, parsed, with its meta partition."""
     try:
         listed = (
             spark.read.format("binaryFile")
@@ -238,7 +254,7 @@ def _schema_messages(spark: SparkSession, input_path: str, root: str) -> list[tu
         )
     except AnalysisException:
         return []
-    result: list[tuple[PartitionId, int, bytes]] = []
+    result: list[tuple[PartitionId, SchemaFile]] = []
     for row in listed:
         pid = schema_partition(root, str(row["path"]))
         if pid is None:
@@ -247,10 +263,100 @@ def _schema_messages(spark: SparkSession, input_path: str, root: str) -> list[tu
             parsed = orjson.loads(bytes(row["content"]))
         except orjson.JSONDecodeError as exc:
             raise ConfigError(f"input: schema file {row['path']} is not JSON: {exc}") from exc
-        message = ddl_message(parsed) if isinstance(parsed, dict) else None
+        if isinstance(parsed, dict):
+            result.append((pid, parsed))
+    return result
+
+
+def _ddl_messages(schema_files: list[tuple[PartitionId, SchemaFile]]) -> list[tuple[PartitionId, int, bytes]]:
+    """Every schema file that carries a DDL: its meta partition, offset (the DDL's commitTs) and message."""
+    result: list[tuple[PartitionId, int, bytes]] = []
+    for pid, parsed in schema_files:
+        message = ddl_message(parsed)
         if message is not None:
             result.append((pid, *message))
     return result
+
+
+def _version_of(partition: PartitionId) -> tuple[str, str, int]:
+    database, table, version = partition.topic.split("/")[:3]
+    return database, table, int(version)
+
+
+def _layout_keys(
+    files: list[DataFile], schema_files: list[SchemaFile], csv: CsvOptions
+) -> dict[PartitionId, bytes]:
+    """Each data directory's layout key; empty where no schema file describes its table version (its
+    records are then quarantined, saying so)."""
+    known = layouts(schema_files, csv)
+    keys: dict[PartitionId, bytes] = {}
+    for f in files:
+        layout = known.get(_version_of(f.partition))
+        keys[f.partition] = layout.to_key() if layout is not None else b""
+    return keys
+
+
+def _read_csv_records(
+    spark: SparkSession,
+    files: list[DataFile],
+    start: Mapping[PartitionId, int],
+    keys: Mapping[PartitionId, bytes],
+    quote: str,
+) -> DataFrame:
+    """The records of the given CSV files, one row each with its layout key, positioned by file index and
+    record. Records are cut on the executors: a quoted value may hold raw line breaks."""
+    index = spark.createDataFrame(
+        [
+            (f.path, f.partition.topic, f.partition.partition, f.first_offset, keys[f.partition])
+            for f in files
+        ],
+        "path string, topic string, partition int, first_offset long, key binary",
+    )
+    content = (
+        spark.read.format("binaryFile")
+        .load([f.path for f in files])
+        .select("path", "content", "modificationTime")
+    )
+    joined = content.join(F.broadcast(index), "path").select(
+        "topic", "partition", "first_offset", F.col("modificationTime").alias("timestamp"), "key", "content"
+    )
+
+    def explode(batches):  # type: ignore[no-untyped-def]
+        import pyarrow as pa
+
+        for batch in batches:
+            out: dict[str, list[Any]] = {name: [] for name in MESSAGE_COLUMNS}
+            columns = batch.to_pydict()
+            for i, content in enumerate(columns["content"]):
+                for n, record in enumerate(storage_csv.records(content or b"", quote)):
+                    out["topic"].append(columns["topic"][i])
+                    out["partition"].append(columns["partition"][i])
+                    out["offset"].append(columns["first_offset"][i] + n)
+                    out["timestamp"].append(columns["timestamp"][i])
+                    out["key"].append(columns["key"][i])
+                    out["value"].append(record)
+            schema = pa.schema(
+                [
+                    ("topic", pa.string()),
+                    ("partition", pa.int32()),
+                    ("offset", pa.int64()),
+                    ("timestamp", batch.schema.field("timestamp").type),
+                    ("key", pa.binary()),
+                    ("value", pa.binary()),
+                ]
+            )
+            yield pa.RecordBatch.from_pydict(out, schema=schema)
+
+    rows = joined.mapInArrow(explode, MESSAGE_SCHEMA)
+    return rows.where(_not_before(start)).select(*MESSAGE_COLUMNS)
+
+
+def _not_before(start: Mapping[PartitionId, int]):  # type: ignore[no-untyped-def]
+    condition = F.lit(True)
+    for pid, offset in start.items():
+        same = (F.col("topic") == pid.topic) & (F.col("partition") == pid.partition)
+        condition = condition & ~(same & (F.col("offset") < offset))
+    return condition
 
 
 def _read_lines(spark: SparkSession, files: list[DataFile], start: Mapping[PartitionId, int]) -> DataFrame:
@@ -281,8 +387,4 @@ def _read_lines(spark: SparkSession, files: list[DataFile], start: Mapping[Parti
         F.lit(None).cast("binary").alias("key"),
         F.encode(text, "UTF-8").alias("value"),
     )
-    condition = F.lit(True)
-    for pid, offset in start.items():
-        same = (F.col("topic") == pid.topic) & (F.col("partition") == pid.partition)
-        condition = condition & ~(same & (F.col("offset") < offset))
-    return rows.where(condition).select(*MESSAGE_COLUMNS)
+    return rows.where(_not_before(start)).select(*MESSAGE_COLUMNS)

@@ -25,7 +25,12 @@ VARIANTS = {
     "simple-json": {"protocol": "simple"},
     "simple-avro": {"protocol": "simple", "simple-encoding": "avro"},
     "open-protocol": {"protocol": "open-protocol"},
+    # TiCDC's storage sink itself wrote these folders: the input is the sink's root.
+    "storage-canal-json": {"input-format": "storage"},
+    "storage-csv": {"protocol": "csv"},
+    "storage-csv-old-value": {"protocol": "csv", "sink-csv-output-old-value": "true"},
 }
+STORAGE = ("storage-canal-json", "storage-csv", "storage-csv-old-value")
 LANDING = sorted(name for name in CORPORA if name not in ("refusals", "recover"))
 # CI lands every corpus once, under one protocol, and every protocol on a corpus whose messages are its own
 # traps: Simple Avro on the one with every kind of DEFAULT (where TiCDC's Avro writes bytes JSON cannot),
@@ -57,7 +62,9 @@ MATRIX = [
 
 
 def config_for(corpus: str, variant: str, lake, **params: str) -> IngestConfig:
-    records = CORPORA[corpus] / variant / "records.jsonl"
+    records = CORPORA[corpus] / variant
+    if variant not in STORAGE:
+        records = records / "records.jsonl"
     return IngestConfig.from_params(
         {"input": str(records), "target-path": str(lake), **VARIANTS[variant], **params}
     )
