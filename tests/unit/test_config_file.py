@@ -85,8 +85,8 @@ def test_unknown_key_in_the_file_fails_through_the_cli(tmp_path, capsys):
     assert "unknown parameter(s) topic" in capsys.readouterr().err
 
 
-def test_storage_layout_is_for_canal_json_only():
-    with pytest.raises(ConfigError, match="storage-sink layout is read for --protocol canal-json only"):
+def test_storage_layout_is_for_canal_json_and_csv_only():
+    with pytest.raises(ConfigError, match="layout is read for --protocol canal-json and csv only"):
         IngestConfig.from_params(
             {"input": "in", "target-path": "/l", "input-format": "storage", "protocol": "simple"}
         )
