@@ -403,11 +403,17 @@ def write(frame: DataFrame, path: str, mode: str = "append", **options: str) -> 
                 frame.writeTo(str(path)).using("delta").options(**options).create()
             return
         where = options.pop("replaceWhere", None)
+        if mode == "overwrite" and where:
+            # writeTo's overwrite(condition) needs a condition Delta can take as data source filters, and
+            # refuses others (coalesce, a cast of the column): replaceWhere takes any, and by name too.
+            writer = frame.write.format("delta").mode("overwrite").options(replaceWhere=where, **options)
+            writer.saveAsTable(str(path))
+            return
         writer = frame.writeTo(str(path)).options(**options)
         if mode == "append":
             writer.append()
         elif mode == "overwrite":
-            writer.overwrite(F.expr(where) if where else F.lit(True))
+            writer.overwrite(F.lit(True))
         else:  # pragma: no cover - callers append or overwrite
             raise ValueError(f"write mode {mode!r}")
         return

@@ -25,6 +25,7 @@ from kill import (
 from mirror import expected_rows, location_rows, upstream_rows
 from test_initial_load import _history
 from test_ticdc_ddl_corpora import BY_NAME as BY_NAME_CORPORA
+from test_ticdc_ddl_corpora import BY_NAME_IN_CI
 from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables
 
 from ingest.apply.table import table_exists, table_info
@@ -66,11 +67,11 @@ def by_name(prefix: str, **params: str) -> IngestConfig:
     )
 
 
-# A corpus runs by name in each Spark mode (test_ticdc_ddl_corpora.BY_NAME); the classic one under `full`.
+# Corpora run by name in each Spark mode (test_ticdc_ddl_corpora.BY_NAME); in CI only BY_NAME_IN_CI.
 @pytest.mark.long
 @pytest.mark.parametrize(
     ("spark", "corpus", "variant"),
-    [pytest.param(*run, marks=pytest.mark.full) if run[0] == "classic" else run for run in BY_NAME_CORPORA],
+    [run if run == BY_NAME_IN_CI else pytest.param(*run, marks=pytest.mark.full) for run in BY_NAME_CORPORA],
     indirect=["spark"],
 )
 def test_a_ddl_corpus_lands_in_catalog_tables_by_name(spark, prefix, corpus, variant):

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 from mirror import corpus_problems, corpus_rows, recover_problems
 from ticdc_fixture import CORPORA
 
 from ingest.config import IngestConfig
+from ingest.decode import storage_csv
 from ingest.errors import TablesStopped
 from ingest.model import TableId
 from ingest.pipeline import run_files
@@ -34,25 +37,37 @@ STORAGE = ("storage-canal-json", "storage-csv", "storage-csv-old-value")
 LANDING = sorted(name for name in CORPORA if name not in ("refusals", "recover"))
 # CI lands every corpus once, under one protocol, and every protocol on a corpus whose messages are its own
 # traps: Simple Avro on the one with every kind of DEFAULT (where TiCDC's Avro writes bytes JSON cannot),
-# Simple JSON on names and, by name, on views and swaps (a view's message carries columns of type
-# "unspecified"), TiCDC Avro on the tables corpus on a real broker (test_ticdc_ddl_corpora_avro), Open
-# Protocol on TiCDC's own test workloads on a real broker with replays and a lagging partition
-# (test_open_protocol_kafka; tests/unit/test_open_protocol proves its records carry the values its
-# Canal-JSON records carry), and the cutover corpus as the uninterrupted run of the kill test
-# (test_kill_anywhere). Simple JSON and Simple Avro share everything after the message is read (Avro is read
-# into the JSON form). The `full` profile (CORPUS_PROFILE=full) runs every corpus under every protocol.
+# Simple JSON on names and on views and swaps (a view's message carries columns of type "unspecified"),
+# TiCDC Avro on the tables corpus on a real broker (test_ticdc_ddl_corpora_avro), Open Protocol on TiCDC's
+# own test workloads on a real broker with replays and a lagging partition (test_open_protocol_kafka;
+# tests/unit/test_open_protocol proves its records carry the values its Canal-JSON records carry), and the
+# cutover corpus as the uninterrupted run of the kill test (test_kill_anywhere). Simple JSON and Simple Avro
+# share everything after the message is read (Avro is read into the JSON form). The `full` profile
+# (CORPUS_PROFILE=full) runs every corpus under every protocol.
 PROFILE = os.environ.get("CORPUS_PROFILE", "ci")
 CI_RUNS = {
     ("columns", "simple-avro"),
     ("generated", "canal-json"),
     ("names", "simple-json"),
     ("partitions", "canal-json"),
+    ("views-swaps", "simple-json"),
 }
+# TiCDC's own storage sink: in CI its CSV of TiCDC's test workloads in three cumulative parts
+# (test_a_storage_sink_read_as_it_grows_lands_as_read_at_once) and its Canal-JSON of the recover corpus
+# (test_recover_and_flashback_bring_back_the_rows_a_real_tidb_restores); tests/unit/test_storage_csv proves
+# each CSV record says what the same sink's Canal-JSON line says.
 # typechanges (every type change TiDB allows, lossy ones under a non-strict sql_mode) lands in the full
 # profile; in CI test_column_ddl converts as TiDB does on generated streams.
 # These run by name (test_by_name), one in each Spark mode: every line of the mirror's Delta I/O is the same
 # by path and by name but the addressing. In CI, the Connect one.
-BY_NAME = [("classic", "tables", "canal-json"), ("connect", "views-swaps", "simple-json")]
+# In CI, on Connect, the small cutover corpus (swaps, an EXCHANGE PARTITION, a LIKE): each DDL is a round
+# trip per Delta operation there; views and swaps land by path in CI, and by name under `full`.
+BY_NAME = [
+    ("classic", "tables", "canal-json"),
+    ("connect", "views-swaps", "simple-json"),
+    ("connect", "cutover", "simple-json"),
+]
+BY_NAME_IN_CI = ("connect", "cutover", "simple-json")
 MATRIX = [
     (corpus, variant)
     for corpus in LANDING
@@ -164,7 +179,8 @@ def test_run_exits_3_when_tables_stopped_after_committing_the_others(spark, tmp_
     [
         v
         for v in sorted(VARIANTS)
-        if (CORPORA["recover"] / v).is_dir() and (PROFILE == "full" or v == "simple-avro")
+        if (CORPORA["recover"] / v).is_dir()
+        and (PROFILE == "full" or v in ("simple-avro", "storage-canal-json"))
     ],
 )
 def test_recover_and_flashback_bring_back_the_rows_a_real_tidb_restores(spark, tmp_path, variant):
@@ -179,3 +195,64 @@ def test_recover_and_flashback_bring_back_the_rows_a_real_tidb_restores(spark, t
     assert result.quarantined == 0
     assert recover_problems(spark, config, CORPORA["recover"]) == {}
     assert set(json.loads((CORPORA["recover"] / "expected.json").read_text())["absent"]) == {"rc.t2", "rd.t4"}
+
+
+def _max_commit_ts(path: Path) -> int:
+    """The newest commit ts in one data file of the storage sink."""
+    if path.suffix == ".json":
+        return max(json.loads(line)["_tidb"]["commitTs"] for line in path.read_bytes().splitlines() if line)
+    options = storage_csv.CsvOptions()
+    return max(
+        int(storage_csv.fields(r.decode(), options)[3]) for r in storage_csv.records(path.read_bytes(), '"')
+    )
+
+
+def _grow_sink(sink: Path, root: Path, checkpoint: int) -> None:
+    """The sink as TiCDC had written it when its checkpoint reached ``checkpoint``: every schema file and data
+    file up to it (the kit's sink flushes at each watermark, so no file straddles one), and that checkpoint
+    in ``metadata``."""
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or relative.name == "metadata" or (sink / relative).exists():
+            continue
+        if relative.name.startswith("schema_"):
+            upto = int(relative.name.split("_")[1])
+        elif relative.name.startswith("CDC") and relative.parent.name != "meta":
+            upto = _max_commit_ts(path)
+        else:
+            continue
+        if upto <= checkpoint:
+            (sink / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, sink / relative)
+    (sink / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint}))
+
+
+@pytest.mark.parametrize("variant", [v for v in STORAGE if PROFILE == "full" or v == "storage-csv"])
+def test_a_storage_sink_read_as_it_grows_lands_as_read_at_once(spark, tmp_path, variant):
+    """TiCDC's test workloads through TiCDC's own storage sink, read three times as the sink grows (at its
+    second and fourth checkpoints, then whole): each run reads only the files it has not read, the
+    checkpoint holds back what is above it, and the end is every cell TiDB returned, as when read at once
+    (test_every_cell_lands_and_nothing_gone_stays_live)."""
+    corpus = CORPORA["tidb-tests"]
+    root = corpus / variant
+    watermarks = [
+        e["ts"] for e in json.loads((corpus / "events.json").read_text()) if e["kind"] == "watermark"
+    ]
+    final = json.loads((root / "metadata").read_text())["checkpoint-ts"]
+    sink = tmp_path / "sink"
+    config = IngestConfig.from_params(
+        {"input": str(sink), "target-path": str(tmp_path / "lake"), **VARIANTS[variant]}
+    )
+    for checkpoint in (watermarks[1], watermarks[3], final):
+        _grow_sink(sink, root, checkpoint)
+        try:
+            result = run_files(spark, config)
+        except TablesStopped as stopped:
+            # The sink has tt.gone's refused DDL but not yet the DROP TABLE that ends it: the table waits
+            # below the DDL, every other one lands.
+            assert {str(t) for t in stopped.stopped} == {"tt.gone"} and checkpoint != final
+            result = stopped.result
+        assert result.quarantined == 0
+        assert result.global_watermark == checkpoint
+        assert sum(t.upserted + t.deleted for t in result.tables.values()) > 0  # every part brings rows
+    assert corpus_problems(spark, config, corpus) == {}
