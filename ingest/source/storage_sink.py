@@ -1,9 +1,10 @@
-"""TiCDC's storage sink (Canal-JSON files) as Kafka-shaped rows, so the pipeline needs no second path. I/O.
+"""TiCDC's storage sink (Canal-JSON or CSV files) as Kafka-shaped rows, so the pipeline needs no second path.
+I/O.
 
 Layout::
 
     <root>/metadata                                         {"checkpoint-ts": <tso>}
-    <root>/<db>/<table>/<table-version>/[<partition-id>/][<date>/]CDC<index>.json
+    <root>/<db>/<table>/<table-version>/[<partition-id>/][<date>/]CDC<index>.json (or .csv)
     <root>/<db>/<table>/meta/schema_<table-version>_<crc>.json
     <root>/<db>/meta/schema_<version>_<crc>.json
 
@@ -11,7 +12,9 @@ Positions, stable across runs so committed resume offsets stay valid:
 
 - every data directory (``<db>/<table>/<version>[/<pid>][/<date>]``) is one synthetic partition: topic =
   the directory relative to the root, partition 0. TiCDC numbers the files of a directory in the order it
-  writes them and never rewrites one, so offset = ``index << 25 | line`` grows with the data;
+  writes them and never rewrites one, so offset = ``index << 25 | line`` grows with the data (for CSV, the
+  record's number in its file: a quoted value may hold line breaks). A CSV record's key is its table
+  version's layout (``ingest.source.storage_layout``), which says what its fields are;
 - the schema files of a table (or database) form one partition, topic ``<db>/<table>/meta``: a DDL's
   offset is its table version, which is the DDL's commitTs;
 - the metadata file's checkpoint-ts is a watermark on every synthetic partition (and on every one an
