@@ -406,8 +406,8 @@ def write(frame: DataFrame, path: str, mode: str = "append", **options: str) -> 
         if mode == "overwrite" and where:
             # writeTo's overwrite(condition) needs a condition Delta can take as data source filters, and
             # refuses others (coalesce, a cast of the column): replaceWhere takes any, and by name too.
-            writer = frame.write.format("delta").mode("overwrite").options(replaceWhere=where, **options)
-            writer.saveAsTable(str(path))
+            selective = frame.write.format("delta").mode("overwrite").options(replaceWhere=where, **options)
+            selective.saveAsTable(str(path))
             return
         writer = frame.writeTo(str(path)).options(**options)
         if mode == "append":

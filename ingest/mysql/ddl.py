@@ -370,9 +370,9 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
         if isinstance(action, exp.ModifyColumn):
             definition = column_definition(action.this)
             renamed_from = action.args.get("rename_from")
-            actions.append(
-                ModifyColumn(renamed_from.name if renamed_from is not None else definition.name, definition)
-            )
+            old = renamed_from.name if renamed_from is not None else definition.name
+            first, after = _position(action.this)
+            actions.append(ModifyColumn(old, definition, first=first, after=after))
             continue
         if isinstance(action, exp.AlterColumn) and (
             action.args.get("default") is not None or action.args.get("drop")
@@ -386,17 +386,22 @@ def _alter_table(tree: exp.Alter, default_schema: str) -> Statement:
             continue
         if not isinstance(action, exp.ColumnDef):
             return OtherDdl(f"ALTER TABLE action {action.sql(dialect='mysql')!r} is not supported yet")
-        position = action.args.get("position")
-        # sqlglot keeps FIRST/AFTER as written: `after` and `First` mean the same.
-        where = str(position.args.get("position") or "").upper() if position is not None else ""
-        first = where == "FIRST"
-        after = position.this.name if position is not None and where == "AFTER" else None
+        first, after = _position(action)
         actions.append(AddColumn(column_definition(action), first=first, after=after))
         # ADD COLUMN c … UNIQUE adds a unique index named after the column.
         if any(isinstance(c.args["kind"], exp.UniqueColumnConstraint) for c in action.constraints):
             adds_unique = True
             on_unique += (AddIndex(IndexDef(None, (action.name,))),)
     return AlterTable(table, tuple(actions), adds_unique=adds_unique, index_actions=on_unique)
+
+
+def _position(definition: exp.Expression) -> tuple[bool, str | None]:
+    """A column definition's FIRST or AFTER <column>."""
+    position = definition.args.get("position")
+    # sqlglot keeps FIRST/AFTER as written: `after` and `First` mean the same.
+    where = str(position.args.get("position") or "").upper() if position is not None else ""
+    after = position.this.name if position is not None and where == "AFTER" else None
+    return where == "FIRST", after
 
 
 def _unique_index_actions(action: exp.Expression) -> tuple[IndexAction, ...]:

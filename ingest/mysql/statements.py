@@ -80,6 +80,8 @@ class ModifyColumn:
 
     old: str
     column: Column
+    first: bool = False
+    after: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@ A schema file lists every column of its table version in table order, VIRTUAL ge
 hidden expression-index columns included, with no mark on them, and names no ENUM or SET member. Records
 leave the virtual columns out and write members as labels. What the schema files do not say comes from
 the DDLs they carry: their statements are replayed in commit order over each table's columns, as far as
-columns go (CREATE, CREATE ... LIKE, ALTER column actions, RENAME, RECOVER and FLASHBACK). A table whose
+columns go (CREATE, CREATE ... LIKE, ALTER column actions with FIRST and AFTER, RENAME, RECOVER and
+FLASHBACK). The DDLs also give the order of the columns in a record, which the schema file's order is not
+after a column was placed with FIRST or AFTER or rewritten by MODIFY COLUMN. A table whose
 DDLs are not in the sink (it existed before the changefeed) is taken as having no virtual column but
 TiDB's hidden ones; if its records disagree, their field count says so and they are quarantined.
 """
@@ -12,6 +14,7 @@ TiDB's hidden ones; if its records disagree, their field count says so and they 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ingest.decode.storage_csv import CsvColumn, CsvOptions, Layout
@@ -54,16 +57,41 @@ def _apply(state: dict[TableId, Columns], statement: st.Statement, own: TableId)
 
 def _apply_column_action(columns: Columns, action: st.ColumnAction) -> None:
     if isinstance(action, st.AddColumn):
-        columns[action.column.name.lower()] = action.column
+        _place(columns, action.column, action.first, action.after)
     elif isinstance(action, st.DropColumn):
         columns.pop(action.name.lower(), None)
     elif isinstance(action, st.RenameColumn):
-        moved = columns.pop(action.old.lower(), None)
+        moved = columns.get(action.old.lower())
         if moved is not None:
-            columns[action.new.lower()] = moved
+            _replace(columns, action.old, replace(moved, name=action.new))
     elif isinstance(action, st.ModifyColumn):
-        columns.pop(action.old.lower(), None)
-        columns[action.column.name.lower()] = action.column
+        if action.first or action.after:
+            columns.pop(action.old.lower(), None)
+            _place(columns, action.column, action.first, action.after)
+        else:
+            _replace(columns, action.old, action.column)
+
+
+def _replace(columns: Columns, old: str, column: Column) -> None:
+    """``column`` where ``old`` was, in its place (at the end if it was unknown)."""
+    items = [(column.name.lower(), column) if key == old.lower() else (key, c) for key, c in columns.items()]
+    if old.lower() not in columns:
+        items.append((column.name.lower(), column))
+    columns.clear()
+    columns.update(items)
+
+
+def _place(columns: Columns, column: Column, first: bool, after: str | None) -> None:
+    """``column`` first, after ``after``, or last, as TiDB orders a table's columns (their offsets)."""
+    items = [(key, c) for key, c in columns.items() if key != column.name.lower()]
+    at = len(items)
+    if first:
+        at = 0
+    elif after is not None:
+        at = next((i + 1 for i, (key, _) in enumerate(items) if key == after.lower()), len(items))
+    items.insert(at, (column.name.lower(), column))
+    columns.clear()
+    columns.update(items)
 
 
 def _csv_column(entry: Mapping[str, Any], known: Column | None) -> CsvColumn | None:
@@ -77,8 +105,23 @@ def _csv_column(entry: Mapping[str, Any], known: Column | None) -> CsvColumn | N
     return CsvColumn(name, mysql_type(str(entry.get("ColumnType") or "")), members)
 
 
+def _in_row_order(entries: list[Mapping[str, Any]], known: Columns) -> list[Mapping[str, Any]]:
+    """The schema file's columns in the order records hold them. The file lists them in TiDB's slice
+    order, which after ADD COLUMN ... FIRST/AFTER or a MODIFY COLUMN that rewrites is not the column order
+    (their offsets) the records use; the DDLs give that order. Unknown DDLs: the file's order."""
+
+    def key(entry: Mapping[str, Any]) -> str:
+        return str(entry.get("ColumnName") or "").lower()
+
+    listed = [key(e) for e in entries if not key(e).startswith(HIDDEN_PREFIX)]
+    if sorted(listed) != sorted(known):
+        return entries
+    order = {name: i for i, name in enumerate(known)}
+    return sorted(entries, key=lambda e: order.get(key(e), len(order)))
+
+
 def _layout(schema_file: Mapping[str, Any], known: Columns, options: CsvOptions) -> Layout:
-    entries = schema_file.get("TableColumns") or []
+    entries = _in_row_order(list(schema_file.get("TableColumns") or []), known)
     columns = [_csv_column(e, known.get(str(e.get("ColumnName") or "").lower())) for e in entries]
     pk = tuple(str(e.get("ColumnName")) for e in entries if str(e.get("ColumnIsPk")).lower() == "true")
     return Layout(tuple(col for col in columns if col is not None), pk, options)

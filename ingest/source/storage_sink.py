@@ -29,13 +29,14 @@ a file that the listing sees.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.decode import canal_json as cj
@@ -324,37 +325,38 @@ def _read_csv_records(
         "topic", "partition", "first_offset", F.col("modificationTime").alias("timestamp"), "key", "content"
     )
 
-    def explode(batches):  # type: ignore[no-untyped-def]
-        import pyarrow as pa
-
-        for batch in batches:
-            out: dict[str, list[Any]] = {name: [] for name in MESSAGE_COLUMNS}
-            columns = batch.to_pydict()
-            for i, content in enumerate(columns["content"]):
-                for n, record in enumerate(storage_csv.records(content or b"", quote)):
-                    out["topic"].append(columns["topic"][i])
-                    out["partition"].append(columns["partition"][i])
-                    out["offset"].append(columns["first_offset"][i] + n)
-                    out["timestamp"].append(columns["timestamp"][i])
-                    out["key"].append(columns["key"][i])
-                    out["value"].append(record)
-            schema = pa.schema(
-                [
-                    ("topic", pa.string()),
-                    ("partition", pa.int32()),
-                    ("offset", pa.int64()),
-                    ("timestamp", batch.schema.field("timestamp").type),
-                    ("key", pa.binary()),
-                    ("value", pa.binary()),
-                ]
-            )
-            yield pa.RecordBatch.from_pydict(out, schema=schema)
-
-    rows = joined.mapInArrow(explode, MESSAGE_SCHEMA)
+    rows = joined.mapInArrow(partial(_cut_records, quote=quote), MESSAGE_SCHEMA)
     return rows.where(_not_before(start)).select(*MESSAGE_COLUMNS)
 
 
-def _not_before(start: Mapping[PartitionId, int]):  # type: ignore[no-untyped-def]
+def _cut_records(batches: Iterator[Any], quote: str) -> Iterator[Any]:
+    """On an executor: each file's records as rows of their own, at the file's first offset plus their
+    number in it."""
+    import pyarrow as pa
+
+    for batch in batches:
+        out: dict[str, list[Any]] = {name: [] for name in MESSAGE_COLUMNS}
+        columns = batch.to_pydict()
+        for i, content in enumerate(columns["content"]):
+            for n, record in enumerate(storage_csv.records(content or b"", quote)):
+                for name in ("topic", "partition", "timestamp", "key"):
+                    out[name].append(columns[name][i])
+                out["offset"].append(columns["first_offset"][i] + n)
+                out["value"].append(record)
+        schema = pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+                ("timestamp", batch.schema.field("timestamp").type),
+                ("key", pa.binary()),
+                ("value", pa.binary()),
+            ]
+        )
+        yield pa.RecordBatch.from_pydict(out, schema=schema)
+
+
+def _not_before(start: Mapping[PartitionId, int]) -> Column:
     condition = F.lit(True)
     for pid, offset in start.items():
         same = (F.col("topic") == pid.topic) & (F.col("partition") == pid.partition)

@@ -19,7 +19,7 @@ from ingest.errors import ConfigError
 from ingest.source.storage_layout import layouts, mysql_type
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
-KIT_STORAGE = ("recover", "tidb-tests")  # the corpora the kit wrote with its storage sinks
+KIT_STORAGE = sorted(p.parent.name for p in CORPORA.glob("*/storage-csv"))  # written by TiCDC's storage sink
 FLOATS = ("float", "double")
 
 
@@ -225,7 +225,7 @@ def comparable(message: dict, types: dict[str, str] | None = None) -> tuple:
 def test_every_csv_record_is_the_canal_json_line_the_same_sink_wrote(corpus):
     csv = Counter(comparable(m) for m in csv_rows(CORPORA / corpus / "storage-csv", CsvOptions()))
     canal = Counter(comparable(m) for m in canal_rows(CORPORA / corpus / "storage-canal-json"))
-    assert csv == canal and sum(csv.values()) > 30
+    assert csv == canal and sum(csv.values()) >= 10
 
 
 @pytest.mark.parametrize("corpus", KIT_STORAGE)
@@ -241,3 +241,27 @@ def test_with_old_values_an_update_is_its_old_row_deleted_and_its_new_row_insert
     assert inserted == Counter(without_op(m) for m in plain if m["type"] in ("INSERT", "UPDATE"))
     updates = sum(m["type"] == "UPDATE" for m in plain)
     assert updates > 0 and len(old_value) == len(plain) + updates
+
+
+def test_records_follow_the_column_order_the_ddls_give_not_the_schema_files_listing():
+    # TiDB lists a column added FIRST or AFTER, or rewritten by MODIFY COLUMN, at the end of the schema file,
+    # while the records hold columns in table order (as the columns and typechanges corpora show).
+    files = [
+        schema_file(1, "CREATE TABLE d.t (id INT PRIMARY KEY, c BINARY(4), n INT)", "id", "c", "n"),
+        schema_file(2, "ALTER TABLE d.t MODIFY COLUMN c BINARY(8)", "id", "n", "c"),
+        schema_file(3, "ALTER TABLE d.t ADD COLUMN i INT FIRST", "id", "n", "c", "i"),
+        schema_file(4, "ALTER TABLE d.t CHANGE COLUMN n m INT AFTER i", "id", "c", "i", "m"),
+        schema_file(5, "ALTER TABLE d.t ADD COLUMN z INT", "id", "c", "i", "m", "z", table="t"),
+    ]
+    found = layouts(files, CsvOptions())
+    assert {key[2]: [c.name for c in found[key].columns] for key in found} == {
+        1: ["id", "c", "n"],
+        2: ["id", "c", "n"],
+        3: ["i", "id", "c", "n"],
+        4: ["i", "m", "id", "c"],
+        5: ["i", "m", "id", "c", "z"],
+    }
+    # A table whose DDLs the sink does not hold keeps the file's order.
+    assert [c.name for c in layouts([schema_file(7, "", "b", "a")], CsvOptions())[("d", "t", 7)].columns] == [
+        "b", "a"
+    ]  # fmt: skip

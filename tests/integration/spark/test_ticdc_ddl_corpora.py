@@ -17,10 +17,12 @@ from ticdc_fixture import CORPORA
 
 from ingest.config import IngestConfig
 from ingest.decode import storage_csv
-from ingest.errors import TablesStopped
+from ingest.errors import TablesStopped, TooManyBadRecords
 from ingest.model import TableId
 from ingest.pipeline import run_files
 from ingest.state import ddl_history
+from ingest.state.progress import load_progress
+from ingest.state.quarantine import read as read_quarantine
 from ingest.state.table_state import read_table_state
 
 VARIANTS = {
@@ -256,3 +258,31 @@ def test_a_storage_sink_read_as_it_grows_lands_as_read_at_once(spark, tmp_path, 
         assert result.global_watermark == checkpoint
         assert sum(t.upserted + t.deleted for t in result.tables.values()) > 0  # every part brings rows
     assert corpus_problems(spark, config, corpus) == {}
+
+
+def test_a_csv_record_that_is_not_its_table_versions_is_quarantined_with_its_bytes_and_nothing_moves_past_it(
+    spark, tmp_path
+):
+    """A record cut short, in a file of its own after TiCDC's files of that folder: the batch fails (ratio 0)
+    before progress moves; allowed a bad ratio, it is quarantined with its bytes, folder and position, and
+    the table keeps every other row."""
+    corpus = CORPORA["tidb-tests"]
+    sink = tmp_path / "sink"
+    shutil.copytree(corpus / "storage-csv", sink)
+    folder = next(p for p in sorted((sink / "tt" / "narrow").iterdir()) if p.name.isdigit())
+    day = next(p for p in folder.iterdir() if p.name != "meta")
+    bad = b'"I","narrow","tt",' + str(int(folder.name) + 1).encode() + b",99\r\n"
+    (day / "CDC00000000000000000099.csv").write_bytes(bad)
+    params = {"input": str(sink), "target-path": str(tmp_path / "lake"), "protocol": "csv"}
+
+    with pytest.raises(TooManyBadRecords):
+        run_files(spark, IngestConfig.from_params(params))
+    assert not load_progress(spark, str(tmp_path / "lake" / "_ingest"), "default").resume
+
+    result = run_files(spark, IngestConfig.from_params({**params, "max-bad-ratio": "0.5"}))
+    assert result.quarantined == 1
+    [row] = read_quarantine(spark, str(tmp_path / "lake" / "_ingest")).collect()
+    assert bytes(row["value"]) == bad.removesuffix(b"\r\n")
+    assert row["topic"] == str(day.relative_to(sink)) and row["offset"] == 99 << 25
+    assert "5 fields where the table version's" in row["error"] and "sink-csv" in row["error"]
+    assert corpus_problems(spark, IngestConfig.from_params(params), corpus, ["tt.narrow"]) == {}
