@@ -269,8 +269,8 @@ def message(layout: Layout, record: str) -> dict[str, Any]:
     if len(values) != expected:
         raise CsvError(
             f"{len(values)} fields where the table version's {len(layout.columns)} columns and "
-            f"{options.meta_fields} leading fields make {expected}: check the csv-* settings against the "
-            "changefeed's [sink.csv]"
+            f"{options.meta_fields} leading fields make {expected}: check the sink-csv-* settings against "
+            "the changefeed's [sink.csv]"
         )
     op, table, database = values[0], values[1], values[2]
     if op not in _OPS:
