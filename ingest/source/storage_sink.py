@@ -229,13 +229,20 @@ def read_messages(
     return rows
 
 
+def _below_tables(input_path: str) -> str:
+    """Every ``<db>/<table>`` (and ``<db>/meta``) folder, as a glob. Spark's listing skips names that start
+    with ``_`` as hidden, and TiDB tables often do (gh-ost's ``_t_gho``, pt-online-schema-change's
+    ``_t_new``): a glob names them, and below them no name starts with ``_``."""
+    return f"{input_path.rstrip('/')}/*/*"
+
+
 def _list_data_files(spark: SparkSession, input_path: str, root: str, extension: str) -> list[DataFile]:
     try:
         listed = (
             spark.read.format("binaryFile")
             .option("recursiveFileLookup", "true")
             .option("pathGlobFilter", f"CDC*{extension}")
-            .load(input_path)
+            .load(_below_tables(input_path))
             .select("path")
             .collect()
         )
@@ -252,7 +259,7 @@ def _schema_files(spark: SparkSession, input_path: str, root: str) -> list[tuple
             spark.read.format("binaryFile")
             .option("recursiveFileLookup", "true")
             .option("pathGlobFilter", SCHEMA_GLOB)
-            .load(input_path)
+            .load(_below_tables(input_path))
             .select("path", "content")
             .collect()
         )
