@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.decode import canal_json as cj
@@ -45,7 +45,7 @@ from ingest.decode.storage_csv import CsvOptions
 from ingest.errors import ConfigError
 from ingest.lake.delta_io import list_files
 from ingest.model import MESSAGE_COLUMNS, PartitionId
-from ingest.source import MESSAGE_SCHEMA
+from ingest.source import MESSAGE_SCHEMA, at_or_after
 from ingest.source.storage_layout import layouts
 
 logger = logging.getLogger(__name__)
@@ -307,18 +307,14 @@ def _layout_keys(
     return keys
 
 
-def _read_csv_records(
-    spark: SparkSession,
-    files: list[DataFile],
-    start: Mapping[PartitionId, int],
-    keys: Mapping[PartitionId, bytes],
-    quote: str,
+def _contents(
+    spark: SparkSession, files: list[DataFile], keys: Mapping[PartitionId, bytes] | None = None
 ) -> DataFrame:
-    """The records of the given CSV files, one row each with its layout key, positioned by file index and
-    record. Records are cut on the executors: a quoted value may hold raw line breaks."""
+    """Each file's bytes with its synthetic partition, first offset, modification time and key (null without
+    ``keys``)."""
     index = spark.createDataFrame(
         [
-            (f.path, f.partition.topic, f.partition.partition, f.first_offset, keys[f.partition])
+            (f.path, f.partition.topic, f.partition.partition, f.first_offset, (keys or {}).get(f.partition))
             for f in files
         ],
         "path string, topic string, partition int, first_offset long, key binary",
@@ -328,12 +324,23 @@ def _read_csv_records(
         .load([f.path for f in files])
         .select("path", "content", "modificationTime")
     )
-    joined = content.join(F.broadcast(index), "path").select(
+    return content.join(F.broadcast(index), "path").select(
         "topic", "partition", "first_offset", F.col("modificationTime").alias("timestamp"), "key", "content"
     )
 
+
+def _read_csv_records(
+    spark: SparkSession,
+    files: list[DataFile],
+    start: Mapping[PartitionId, int],
+    keys: Mapping[PartitionId, bytes],
+    quote: str,
+) -> DataFrame:
+    """The records of the given CSV files, one row each with its layout key, positioned by file index and
+    record. Records are cut on the executors: a quoted value may hold raw line breaks."""
+    joined = _contents(spark, files, keys)
     rows = joined.mapInArrow(partial(_cut_records, quote=quote), MESSAGE_SCHEMA)
-    return rows.where(_not_before(start)).select(*MESSAGE_COLUMNS)
+    return rows.where(at_or_after(start)).select(*MESSAGE_COLUMNS)
 
 
 def _cut_records(batches: Iterator[Any], quote: str) -> Iterator[Any]:
@@ -363,30 +370,13 @@ def _cut_records(batches: Iterator[Any], quote: str) -> Iterator[Any]:
         yield pa.RecordBatch.from_pydict(out, schema=schema)
 
 
-def _not_before(start: Mapping[PartitionId, int]) -> Column:
-    condition = F.lit(True)
-    for pid, offset in start.items():
-        same = (F.col("topic") == pid.topic) & (F.col("partition") == pid.partition)
-        condition = condition & ~(same & (F.col("offset") < offset))
-    return condition
-
-
 def _read_lines(spark: SparkSession, files: list[DataFile], start: Mapping[PartitionId, int]) -> DataFrame:
     """The lines of the given files, one row per Canal-JSON object, positioned by file index and line."""
-    index = spark.createDataFrame(
-        [(f.path, f.partition.topic, f.partition.partition, f.first_offset) for f in files],
-        "path string, topic string, partition int, first_offset long",
-    )
-    content = (
-        spark.read.format("binaryFile")
-        .load([f.path for f in files])
-        .select("path", "content", "modificationTime")
-    )
-    lines = content.join(F.broadcast(index), "path").select(
+    lines = _contents(spark, files).select(
         "topic",
         "partition",
         "first_offset",
-        "modificationTime",
+        "timestamp",
         F.posexplode(F.split(F.decode("content", "UTF-8"), "\n")).alias("line_no", "line"),
     )
     # The default terminator is CRLF; a trailing terminator leaves one empty last element.
@@ -395,8 +385,8 @@ def _read_lines(spark: SparkSession, files: list[DataFile], start: Mapping[Parti
         "topic",
         "partition",
         (F.col("first_offset") + F.col("line_no")).alias("offset"),
-        F.col("modificationTime").alias("timestamp"),
+        "timestamp",
         F.lit(None).cast("binary").alias("key"),
         F.encode(text, "UTF-8").alias("value"),
     )
-    return rows.where(_not_before(start)).select(*MESSAGE_COLUMNS)
+    return rows.where(at_or_after(start)).select(*MESSAGE_COLUMNS)
