@@ -284,6 +284,11 @@ def local_conf(
         "spark.log.level": "WARN",
         "spark.sql.session.timeZone": "UTC",
         "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+        # A collect hands Python a loopback socket that the JVM closes if nobody connects within this
+        # time (15 s by default). Tables apply on several threads; on a busy two-core machine the thread
+        # that asked can wait longer than that for its turn, and its collect then fails as "Connection
+        # refused" although nothing went wrong.
+        "spark.python.authenticate.socketTimeout": "300s",
     }
 
 

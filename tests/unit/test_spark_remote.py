@@ -70,3 +70,12 @@ def test_a_local_session_runs_on_the_master_the_environment_names(monkeypatch):
     monkeypatch.setenv(spark_module.LOCAL_MASTER_ENV, "local[8]")
     spark_module.get_session(catalog_warehouse="w")
     assert [m["master"] for m in made] == ["local[2]", "local[8]"]
+
+
+def test_a_local_session_waits_minutes_not_seconds_for_python_to_fetch_a_collect():
+    """A collect that a busy driver thread fetches 15 s late failed as "Connection refused" (CI, views-swaps
+    through the storage sink): the JVM had closed the socket it offered."""
+    from ingest.spark import local_conf
+
+    timeout = local_conf(packages=["x:y:1"])["spark.python.authenticate.socketTimeout"]
+    assert timeout.endswith("s") and int(timeout[:-1]) >= 120
