@@ -4,10 +4,12 @@ JSON, fastavro for Avro), per core of wall time and per CPU-second."""
 from __future__ import annotations
 
 import gc
+import io
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import orjson
 from pyspark.sql import DataFrame
@@ -17,10 +19,11 @@ from bench.context import Bench, fmt_rate, fmt_ratio, rate, stopwatch
 from bench.machine import SPARK_THREADS, spark_cpu_seconds
 from bench.targets import DECODE_MISSED, FROM_JSON_MISSED, TARGET_DECODE, TARGET_FROM_JSON
 from ingest.decode import canal_json as cj
+from ingest.decode import open_protocol, storage_csv
 from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
 from ingest.decode.compression import Compression
-from ingest.source import files
+from ingest.source import files, storage_sink
 from ingest.source.decoding import (
     KIND_DDL,
     KIND_DML,
@@ -30,14 +33,27 @@ from ingest.source.decoding import (
     envelope,
     prepare_payload,
 )
-from testkit.workload import SIMPLE_AVRO, TICDC_AVRO, Mix, Record, Workload, write_records
+from testkit.workload import (
+    OPEN_PROTOCOL,
+    SIMPLE_AVRO,
+    STORAGE_CSV,
+    TICDC_AVRO,
+    Mix,
+    Record,
+    Workload,
+    open_protocol_batches,
+    write_records,
+    write_storage_sink,
+)
 
 logger = logging.getLogger("bench")
 
 
-DECODE_PROTOCOLS = (cj.PROTOCOL, sp.PROTOCOL, SIMPLE_AVRO, TICDC_AVRO)
+DECODE_PROTOCOLS = (cj.PROTOCOL, sp.PROTOCOL, SIMPLE_AVRO, TICDC_AVRO, OPEN_PROTOCOL, STORAGE_CSV)
 DECODE_LABELS = {
     cj.PROTOCOL: "canal-json",
+    OPEN_PROTOCOL: "open-protocol (16 events a record)",
+    STORAGE_CSV: "csv (storage sink)",
     sp.PROTOCOL: "simple (JSON)",
     SIMPLE_AVRO: "simple (Avro)",
     TICDC_AVRO: "avro (TiCDC Avro)",
@@ -70,6 +86,10 @@ def _limit_loop(
     protocol: str, records: list[Record], schemas: Mapping[int, str | None]
 ) -> tuple[Callable[[], None], str]:
     """The limit's loop for a protocol, and the parser it uses: it only parses the records' bytes."""
+    if protocol == OPEN_PROTOCOL:
+        return _open_protocol_limit(records), "orjson"
+    if protocol == STORAGE_CSV:
+        return _csv_limit(records), "csv.reader"
     if protocol not in (SIMPLE_AVRO, TICDC_AVRO):
         values = [r.value for r in records if r.value is not None]
         loads = orjson.loads
@@ -79,8 +99,6 @@ def _limit_loop(
                 loads(value)
 
         return parse_json, "orjson"
-
-    import io
 
     import fastavro
 
@@ -111,6 +129,39 @@ def _limit_loop(
     return parse_ticdc, "fastavro"
 
 
+def _open_protocol_limit(records: list[Record]) -> Callable[[], None]:
+    """Walk each record's batch framing and parse every key and value entry, nothing more."""
+    pairs = [(r.key, r.value) for r in records if r.key is not None and r.value is not None]
+    width, loads = open_protocol.LENGTH_BYTES, orjson.loads
+
+    def entries(data: bytes, at: int) -> None:
+        while at < len(data):
+            size = int.from_bytes(data[at : at + width], "big")
+            if size:
+                loads(data[at + width : at + width + size])
+            at += width + size
+
+    def parse_open() -> None:
+        for key, value in pairs:
+            entries(key, width)
+            entries(value, 0)
+
+    return parse_open
+
+
+def _csv_limit(records: list[Record]) -> Callable[[], None]:
+    """Python's own CSV parser (C) splitting every record's line into its fields, nothing more."""
+    import csv
+
+    text = b"".join(r.value for r in records if r.key == b"row" and r.value is not None).decode()
+
+    def parse_csv() -> None:
+        for _ in csv.reader(io.StringIO(text, newline="")):
+            pass
+
+    return parse_csv
+
+
 def _parse_limit(parse: Callable[[], None], repeats: int) -> tuple[float, float]:
     """Best wall and CPU seconds of one Python loop that only parses the values."""
     parse()  # warm-up, as for ours
@@ -131,6 +182,9 @@ def decode(bench: Bench) -> None:
     ratio = canal.ratio
     bench.headline["decode"] = fmt_ratio(ratio)
     bench.results["decode_canal_json_vs_orjson"] = ratio
+    by_protocol = dict(zip(DECODE_PROTOCOLS, results, strict=True))
+    bench.results["decode_open_protocol_vs_orjson"] = by_protocol[OPEN_PROTOCOL].ratio
+    bench.results["decode_csv_vs_csv_reader"] = by_protocol[STORAGE_CSV].ratio
     rows = [
         f"| {r.label} | {fmt_rate(r.wall_rate)} | {fmt_rate(r.cpu_rate)} "
         f"| {fmt_rate(r.limit_wall_rate)} / {fmt_rate(r.limit_cpu_rate)} ({r.limit}) "
@@ -200,18 +254,23 @@ def _decode_one(bench: Bench, protocol: str, n: int) -> DecodeResult:
     events = len(records)
     values = [r.value for r in records if r.value is not None]
     tombstones = events - len(values)
+    if protocol == OPEN_PROTOCOL:
+        records = open_protocol_batches(records)
     schemas = workload.writer_schemas
     input_dir = bench.dir(f"decode-{protocol}")
-    write_records(records, input_dir, topic=workload.spec.topic)
+    if protocol == STORAGE_CSV:
+        write_storage_sink(records, input_dir, workload.last_ts)
+    else:
+        write_records(records, input_dir, topic=workload.spec.topic)
     parse, limit = _limit_loop(protocol, records, schemas)
     del records
-    messages = files.read_messages(bench.spark, str(input_dir), {}).cache()
+    messages = _read(bench, protocol, input_dir).cache()
     count = messages.count()
     ticdc_avro = protocol == TICDC_AVRO
     if ticdc_avro:
         decoded = decode_ticdc_avro(messages, schemas)
     else:
-        codec = cj.CODEC if protocol == cj.PROTOCOL else sp.codec(avro=protocol == SIMPLE_AVRO)
+        codec = _codec(protocol)
         decoded = decode_json(prepare_payload(messages, Compression.NONE, codec), codec)
     logger.warning("bench: decode input of %d %s records ready", count, protocol)
     wall, cpu = _best_noop(bench, decoded)
@@ -241,14 +300,28 @@ def _decode_one(bench: Bench, protocol: str, n: int) -> DecodeResult:
         label=DECODE_LABELS[protocol],
         limit=limit,
         value_bytes=size,
-        wall_rate=rate(count, wall) / SPARK_THREADS,
+        wall_rate=rate(events, wall) / SPARK_THREADS,
         cpu=cpu,
-        cpu_rate=rate(count, cpu),
+        cpu_rate=rate(events, cpu),
         limit_wall_rate=rate(events, limit_wall),
         limit_cpu_rate=rate(events, limit_cpu),
         parse_cpu=parse_cpu,
         parse_cpu_rate=rate(count, parse_cpu),
     )
+
+
+def _read(bench: Bench, protocol: str, input_dir: Path) -> DataFrame:
+    if protocol == STORAGE_CSV:
+        return storage_sink.read_messages(bench.spark, str(input_dir), {}, storage_csv.CsvOptions())
+    return files.read_messages(bench.spark, str(input_dir), {})
+
+
+def _codec(protocol: str):  # type: ignore[no-untyped-def]
+    if protocol == OPEN_PROTOCOL:
+        return open_protocol.codec()
+    if protocol == STORAGE_CSV:
+        return storage_csv.codec()
+    return cj.CODEC if protocol == cj.PROTOCOL else sp.codec(avro=protocol == SIMPLE_AVRO)
 
 
 def _best_noop(bench: Bench, frame: DataFrame) -> tuple[float, float]:

@@ -34,6 +34,7 @@ import orjson
 
 from ingest.config import Protocol as WireProtocol
 from ingest.decode import canal_json as cj
+from ingest.decode import open_protocol
 from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
 from ingest.model import ColumnKind, ColumnType, TableId
@@ -182,13 +183,13 @@ class Keyed:
 class Encoder(Protocol):
     """One TiCDC protocol: turns events into Kafka record values (None: the protocol sends nothing)."""
 
-    def create_table(self, table: TableDef, ts: int) -> bytes | None: ...
+    def create_table(self, table: TableDef, ts: int) -> bytes | Keyed | None: ...
 
     def row(
         self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
     ) -> bytes | Keyed: ...
 
-    def watermark(self, ts: int) -> bytes | None: ...
+    def watermark(self, ts: int) -> bytes | Keyed | None: ...
 
 
 def _decimal_text(unscaled: Value) -> str | None:
@@ -473,12 +474,197 @@ class TicdcAvroEncoder:
 
 
 SIMPLE_AVRO = "simple-avro"
+# Open Protocol column type codes and flags of the generated kinds (BINARY flag on numbers and times, as
+# TiDB sets it; HANDLE and PK flags on the key; NULLABLE on the rest).
+_OPEN_COLUMN: Mapping[ColumnKind, tuple[int, int]] = {
+    ColumnKind.BIGINT: (8, 0x01 | 0x02 | 0x08),
+    ColumnKind.INT: (3, 0x01 | 0x40),
+    ColumnKind.VARCHAR: (15, 0x40),
+    ColumnKind.DECIMAL: (246, 0x01 | 0x40),
+    ColumnKind.DATETIME: (12, 0x01 | 0x40),
+}
+_OPEN_VALUE: Mapping[ColumnKind, Callable[[Value], Value]] = {
+    ColumnKind.BIGINT: _same,
+    ColumnKind.INT: _same,
+    ColumnKind.VARCHAR: _same,
+    ColumnKind.DECIMAL: _decimal_text,
+    ColumnKind.DATETIME: _datetime6_text,
+}
+_OPEN_IMAGE = {Op.INSERT: "u", Op.UPDATE: "u", Op.DELETE: "d"}
+
+
+def _open_entry(payload: bytes) -> bytes:
+    return len(payload).to_bytes(open_protocol.LENGTH_BYTES, "big") + payload
+
+
+class OpenProtocolEncoder:
+    """TiCDC Open Protocol with its defaults (``output-old-value``): one event per record here;
+    :func:`open_protocol_batches` packs row records as TiCDC's batch encoder does."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self._columns: dict[TableId, list[tuple[str, int, int, Callable[[Value], Value]]]] = {}
+
+    def _record(self, key: Mapping[str, object], value: bytes) -> Keyed:
+        version = open_protocol.BATCH_VERSION.to_bytes(open_protocol.LENGTH_BYTES, "big")
+        return Keyed(self.topic, version + _open_entry(orjson.dumps(key)), _open_entry(value))
+
+    def create_table(self, table: TableDef, ts: int) -> Keyed:
+        self._columns[table.table] = sorted(
+            (name, *_OPEN_COLUMN[kind], _OPEN_VALUE[kind])
+            for name, kind in zip(table.names, table.kinds, strict=True)
+        )
+        key = {"ts": ts, "scm": table.table.schema, "tbl": table.table.table, "t": open_protocol.DDL}
+        return self._record(key, orjson.dumps({"q": table.create_sql, "t": 3}))
+
+    def _image(self, table: TableDef, values: Sequence[Value]) -> dict[str, object]:
+        by_name = dict(zip(table.names, values, strict=True))
+        return {
+            name: {"t": code, **({"h": True} if flags & 0x02 else {}), "f": flags, "v": render(by_name[name])}
+            for name, code, flags, render in self._columns[table.table]
+        }
+
+    def row(
+        self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
+    ) -> Keyed:
+        key = {"ts": ts, "scm": table.table.schema, "tbl": table.table.table, "t": open_protocol.ROW}
+        value: dict[str, object] = {_OPEN_IMAGE[op]: self._image(table, data)}
+        if old is not None:
+            value["p"] = self._image(table, old)
+        return self._record(key, orjson.dumps(value))
+
+    def watermark(self, ts: int) -> Keyed:
+        version = open_protocol.BATCH_VERSION.to_bytes(open_protocol.LENGTH_BYTES, "big")
+        key = version + _open_entry(orjson.dumps({"ts": ts, "t": open_protocol.RESOLVED}))
+        return Keyed(self.topic, key, _open_entry(b""))
+
+
+def open_protocol_batches(records: Iterable[Record], max_batch: int = 16) -> list[Record]:
+    """Row records packed ``max_batch`` events to a record per partition, in order, as TiCDC's batch
+    encoder packs them; a DDL or resolved record closes the partition's open batch and stays alone."""
+    version = open_protocol.LENGTH_BYTES
+    out: list[Record] = []
+    open_: dict[int, list[Record]] = {}
+
+    def close(partition: int) -> None:
+        batch = open_.pop(partition, [])
+        if batch:
+            keys = [r.key or b"" for r in batch]
+            key = keys[0][:version] + b"".join(k[version:] for k in keys)
+            value = b"".join(r.value or b"" for r in batch)
+            out.append(Record(partition, 0, value, key, batch[0].topic))
+
+    for record in records:
+        assert record.key is not None and record.value is not None
+        kind = orjson.loads(record.key[2 * version :])["t"]
+        if kind != open_protocol.ROW:
+            close(record.partition)
+            out.append(record)
+            continue
+        open_.setdefault(record.partition, []).append(record)
+        if len(open_[record.partition]) == max_batch:
+            close(record.partition)
+    for partition in list(open_):
+        close(partition)
+    offsets: dict[int, int] = {}
+    numbered = []
+    for record in out:
+        offsets[record.partition] = offsets.get(record.partition, -1) + 1
+        numbered.append(
+            Record(record.partition, offsets[record.partition], record.value, record.key, record.topic)
+        )
+    return numbered
+
+
+# TiCDC's storage-sink CSV (defaults: `,`, `"`, `\N`, include-commit-ts) of the generated kinds, and
+# each kind's schema-file entry.
+_CSV_OP = {Op.INSERT: "I", Op.UPDATE: "U", Op.DELETE: "D"}
+_CSV_SCHEMA: Mapping[ColumnKind, dict[str, str]] = {
+    ColumnKind.BIGINT: {"ColumnType": "BIGINT", "ColumnPrecision": "20"},
+    ColumnKind.INT: {"ColumnType": "INT", "ColumnPrecision": "11"},
+    ColumnKind.VARCHAR: {"ColumnType": "VARCHAR", "ColumnPrecision": "64"},
+    ColumnKind.DECIMAL: {"ColumnType": "DECIMAL", "ColumnPrecision": "12", "ColumnScale": str(DECIMAL_SCALE)},
+    ColumnKind.DATETIME: {"ColumnType": "DATETIME", "ColumnScale": "6"},
+}
+
+
+def _csv_field(kind: ColumnKind, value: Value) -> str:
+    if value is None:
+        return "\\N"
+    if kind in (ColumnKind.BIGINT, ColumnKind.INT):
+        return str(value)
+    text = _OPEN_VALUE[kind](value)
+    return '"' + str(text).replace('"', '""') + '"'
+
+
+class StorageCsvEncoder:
+    """Storage-sink CSV: a record per row change, named by its table's folder (``topic``); the CREATE
+    TABLE is its table's schema file (key ``schema``). :func:`write_storage_sink` lays them out."""
+
+    def create_table(self, table: TableDef, ts: int) -> Keyed:
+        columns = [
+            {"ColumnName": name, **_CSV_SCHEMA[kind], **({"ColumnNullable": "false", "ColumnIsPk": "true"}
+                                                         if i == 0 else {})}
+            for i, (name, kind) in enumerate(zip(table.names, table.kinds, strict=True))
+        ]  # fmt: skip
+        schema = {
+            "Table": table.table.table, "Schema": table.table.schema, "Version": 1, "TableVersion": ts,
+            "Query": table.create_sql, "Type": 3, "TableColumns": columns, "TableColumnsTotal": len(columns),
+        }  # fmt: skip
+        return Keyed(_folder(table.table), b"schema", orjson.dumps(schema, option=orjson.OPT_INDENT_2))
+
+    def row(
+        self, table: TableDef, op: Op, data: Sequence[Value], old: Sequence[Value] | None, ts: int
+    ) -> Keyed:
+        head = f'"{_CSV_OP[op]}","{table.table.table}","{table.table.schema}",{ts}'
+        fields = ",".join(_csv_field(k, v) for k, v in zip(table.kinds, data, strict=True))
+        return Keyed(_folder(table.table), b"row", f"{head},{fields}\r\n".encode())
+
+    def watermark(self, ts: int) -> None:
+        return None
+
+
+def _folder(table: TableId) -> str:
+    return f"{table.schema}/{table.table}"
+
+
+def write_storage_sink(
+    records: Iterable[Record], root: Path, checkpoint_ts: int, *, rows_per_file: int = 50_000
+) -> None:
+    """The folders TiCDC's storage sink writes for :class:`StorageCsvEncoder` records: ``metadata``, each
+    table's schema file, and its rows in ``CDC<n>.csv`` files of one table version and day."""
+    schemas: dict[str, dict[str, Any]] = {}
+    rows: dict[str, list[bytes]] = {}
+    for record in records:
+        assert record.topic is not None and record.value is not None
+        if record.key == b"schema":
+            schemas[record.topic] = orjson.loads(record.value)
+            (root / record.topic / "meta").mkdir(parents=True, exist_ok=True)
+            version = schemas[record.topic]["TableVersion"]
+            (root / record.topic / "meta" / f"schema_{version}_0123456789.json").write_bytes(record.value)
+        else:
+            rows.setdefault(record.topic, []).append(record.value)
+    for folder, lines in rows.items():
+        day = root / folder / str(schemas[folder]["TableVersion"]) / "2026-11-20"
+        (day / "meta").mkdir(parents=True, exist_ok=True)
+        names = []
+        for number, at in enumerate(range(0, len(lines), rows_per_file), start=1):
+            names.append(f"CDC{number:020d}.csv")
+            (day / names[-1]).write_bytes(b"".join(lines[at : at + rows_per_file]))
+        (day / "meta" / "CDC.index").write_text(names[-1] + "\n")
+    (root / "metadata").write_text(orjson.dumps({"checkpoint-ts": checkpoint_ts}).decode())
+
+
 TICDC_AVRO = WireProtocol.AVRO.value
+OPEN_PROTOCOL = open_protocol.PROTOCOL
+STORAGE_CSV = WireProtocol.CSV.value
 ENCODERS: Mapping[str, Callable[[WorkloadSpec], Encoder]] = {
     cj.PROTOCOL: lambda spec: CanalJsonEncoder(),
     sp.PROTOCOL: lambda spec: SimpleEncoder(),
     SIMPLE_AVRO: lambda spec: SimpleEncoder("avro"),
     TICDC_AVRO: lambda spec: TicdcAvroEncoder(spec.topic),
+    OPEN_PROTOCOL: lambda spec: OpenProtocolEncoder(spec.topic),
+    STORAGE_CSV: lambda spec: StorageCsvEncoder(),
 }
 
 
@@ -562,6 +748,12 @@ class Workload:
         self._offsets[(topic, partition)] = offset + 1
         self._records.append(Record(partition, offset, value, key, topic))
 
+    def _append_encoded(self, partition: int, encoded: bytes | Keyed) -> None:
+        if isinstance(encoded, Keyed):
+            self._append(partition, encoded.value, encoded.key, encoded.topic)
+        else:
+            self._append(partition, encoded)
+
     @property
     def writer_schemas(self) -> dict[int, str | None]:
         """TiCDC Avro: the writer schema text of every id the records name; empty for other protocols."""
@@ -596,8 +788,9 @@ class Workload:
             state.slot = {k: i for i, k in enumerate(state.live)}
             value = self.encoder.create_table(state.definition, ts)
             partitions = self.spec.partitions if _ddl_everywhere(self.encoder) else 1
-            for partition in range(partitions if value is not None else 0):
-                self._append(partition, value)
+            if value is not None:
+                for partition in range(partitions):
+                    self._append_encoded(partition, value)
             self._log("create", index, 0, (), ts, 0)
         self.watermark()
 
@@ -629,8 +822,9 @@ class Workload:
         """A watermark at the last commit ts, on every partition (none in TiCDC Avro)."""
         ts = self.last_ts
         value = self.encoder.watermark(ts)
-        for partition in range(self.spec.partitions if value is not None else 0):
-            self._append(partition, value)
+        if value is not None:
+            for partition in range(self.spec.partitions):
+                self._append_encoded(partition, value)
         self._log("watermark", -1, 0, (), ts, -1)
         self._since_watermark = 0
 
@@ -712,11 +906,7 @@ class Workload:
     ) -> None:
         ts = self._next_ts()
         partition = self._dispatch(index, key)
-        encoded = self.encoder.row(self.tables[index].definition, op, data, old, ts)
-        if isinstance(encoded, Keyed):
-            self._append(partition, encoded.value, encoded.key, encoded.topic)
-        else:
-            self._append(partition, encoded)
+        self._append_encoded(partition, self.encoder.row(self.tables[index].definition, op, data, old, ts))
         self.touched.add((index, key))
         self._log(op.value, index, key, data, ts, partition)
 

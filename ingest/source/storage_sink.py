@@ -229,11 +229,15 @@ def read_messages(
     return rows
 
 
-def _below_tables(input_path: str) -> str:
+def _below_tables(input_path: str) -> list[str]:
     """Every ``<db>/<table>`` (and ``<db>/meta``) folder, as a glob. Spark's listing skips names that start
     with ``_`` as hidden, and TiDB tables often do (gh-ost's ``_t_gho``, pt-online-schema-change's
-    ``_t_new``): a glob names them, and below them no name starts with ``_``."""
-    return f"{input_path.rstrip('/')}/*/*"
+    ``_t_new``): a glob names them, and below them no name starts with ``_``.
+
+    The ``metadata`` file rides along, left out by every file filter here: given one path, Spark first
+    looks for a streaming sink's log below it, and on a glob that logs a stack trace each time."""
+    root = input_path.rstrip("/")
+    return [f"{root}/*/*", f"{root}/{METADATA_FILE}"]
 
 
 def _list_data_files(spark: SparkSession, input_path: str, root: str, extension: str) -> list[DataFile]:

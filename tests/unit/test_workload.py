@@ -8,6 +8,7 @@ from decimal import Decimal
 import orjson
 import pytest
 
+from ingest.decode import canal_json as cj
 from ingest.decode import simple as sp
 from ingest.decode import ticdc_avro as ta
 from ingest.model import ColumnKind, TableId
@@ -169,7 +170,7 @@ def test_ddl_on_partition_zero_and_watermarks_on_every_partition():
 def test_unknown_protocol_names_the_implemented_ones():
     with pytest.raises(
         ValueError,
-        match="protocol 'debezium' has no encoder yet; implemented: avro, canal-json, simple, simple-avro",
+        match="protocol 'debezium' has no encoder yet; implemented: avro, canal-json, csv, open-protocol, simple, simple-avro",
     ):
         WorkloadSpec(protocol="debezium")
 
@@ -303,3 +304,70 @@ def test_ticdc_avro_records_are_written_with_their_topic_key_and_tombstones(tmp_
     for r in records:
         assert r.offset == seen[r.topic, r.partition]
         seen[r.topic, r.partition] += 1
+
+
+def test_open_protocol_records_say_what_the_canal_json_records_of_the_same_workload_say():
+    """The bench's Open Protocol input: each event, split from TiCDC's batch framing, is the Canal-JSON
+    message of the same change (same rows, images, commitTs), 16 events to a row record at most."""
+    from ingest.decode import open_protocol
+    from ingest.decode.compression import Compression
+    from testkit.workload import OPEN_PROTOCOL, open_protocol_batches
+
+    def stream(protocol: str) -> list:
+        workload = Workload(WorkloadSpec(protocol=protocol, tables=2, partitions=2, mix=Mix.UPDATE_HEAVY))
+        workload.create_tables(preloaded=20)
+        workload.changes(200)
+        return workload.take()
+
+    def said(message: dict) -> tuple:
+        return (message["type"], message["database"], message["table"], message["_tidb"],
+                message["data"], message["old"] if message["type"] == "UPDATE" else None)  # fmt: skip
+
+    canal = [orjson.loads(r.value) for r in stream(cj.PROTOCOL)]
+    batches = open_protocol_batches(stream(OPEN_PROTOCOL))
+    events = [
+        orjson.loads(message)
+        for record in batches
+        for message, error in open_protocol.split(record.key, record.value, Compression.NONE)
+        if error is None or pytest.fail(error)
+    ]
+    assert max(len(open_protocol.entries(r.key, r.value)) for r in batches) == 16
+    rows = [said(m) for m in events if not m["isDdl"] and m["type"] in ("INSERT", "UPDATE", "DELETE")]
+    assert sorted(rows, key=repr) == sorted(
+        (said(m) for m in canal if not m["isDdl"] and m["type"] in ("INSERT", "UPDATE", "DELETE")), key=repr
+    )
+
+
+def test_storage_csv_records_say_what_the_canal_json_records_of_the_same_workload_say(tmp_path):
+    """The bench's storage-sink CSV input: laid out as TiCDC's sink lays it out, each record read with its
+    table version's layout is the Canal-JSON message of the same change."""
+    from ingest.decode import storage_csv
+    from ingest.decode.storage_csv import CsvOptions
+    from ingest.source.storage_layout import layouts
+    from testkit.workload import STORAGE_CSV, write_storage_sink
+
+    def workload(protocol: str) -> Workload:
+        made = Workload(WorkloadSpec(protocol=protocol, tables=2, partitions=2, mix=Mix.UPDATE_HEAVY))
+        made.create_tables(preloaded=20)
+        made.changes(200)
+        return made
+
+    csv = workload(STORAGE_CSV)
+    write_storage_sink(csv.take(), tmp_path, csv.last_ts, rows_per_file=40)
+    schema_files = [orjson.loads(p.read_bytes()) for p in tmp_path.glob("*/*/meta/schema_*.json")]
+    found = layouts(schema_files, CsvOptions())
+    assert len(found) == 2 and orjson.loads((tmp_path / "metadata").read_bytes()) == {
+        "checkpoint-ts": csv.last_ts
+    }
+    read = []
+    for path in sorted(tmp_path.glob("*/*/*/*/CDC*.csv")):
+        (layout,) = [v for k, v in found.items() if k[:2] == tuple(path.parts[-5:-3])]
+        read += [storage_csv.message(layout, r.decode()) for r in storage_csv.records(path.read_bytes(), '"')]
+    assert len(list(tmp_path.glob("*/*/*/*/CDC*.csv"))) > 2
+
+    def said(m: dict) -> tuple:
+        return (m["type"], m["database"], m["table"], m["_tidb"]["commitTs"], m["data"])
+
+    canal = [orjson.loads(r.value) for r in workload(cj.PROTOCOL).take()]
+    expected = [said(m) for m in canal if not m["isDdl"] and m["type"] in ("INSERT", "UPDATE", "DELETE")]
+    assert sorted(map(said, read), key=repr) == sorted(expected, key=repr)
