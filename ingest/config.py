@@ -12,7 +12,7 @@ from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ingest import parameters, secrets
-from ingest.decode import canal_json, open_protocol, simple, storage_csv, ticdc_avro
+from ingest.decode import canal_json, debezium, open_protocol, simple, storage_csv, ticdc_avro
 from ingest.decode.codec import Codec
 from ingest.decode.compression import Compression
 from ingest.decode.storage_csv import CsvOptions
@@ -126,6 +126,8 @@ class IngestConfig:
     # The TiDB type of a DECIMAL column whose precision the stream does not say (Canal-JSON tables known
     # only from DML, TiCDC Avro in string mode); without it such a column keeps its exact digits as text.
     column_types: Mapping[TableId, Mapping[str, ColumnType]] = field(default_factory=dict)
+    # Debezium: each table's key columns by table pattern (its records name none), the first match counts.
+    table_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
     extra: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSource | None = None
     # By name: the catalog the mirrored tables are created in, their schema (a template on {database}), and
@@ -281,6 +283,7 @@ class IngestConfig:
                 "--claim-check-path and set the changefeed's large-message-handle-option to none with a "
                 "larger max-message-bytes, or use --protocol canal-json"
             )
+        self._check_debezium_options()
         if (
             self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER
             and self.protocol is not Protocol.CANAL_JSON
@@ -291,6 +294,38 @@ class IngestConfig:
             raise ConfigError(
                 "schema-registry-timeout must be a positive number of seconds, "
                 f"got {self.schema_registry_timeout}"
+            )
+
+    def _check_debezium_options(self) -> None:
+        debezium_ = self.protocol is Protocol.DEBEZIUM
+        if not debezium_ and self.table_keys:
+            raise ConfigError("table-keys applies to --protocol debezium only; remove it or set the protocol")
+        loose = [
+            f"{table}.{name}={column_type}"
+            for table, columns in self.column_types.items()
+            for name, column_type in columns.items()
+            if column_type.kind is not ColumnKind.DECIMAL
+        ]
+        if loose and not debezium_:
+            raise ConfigError(
+                f"column-types: {', '.join(loose)}: only a DECIMAL's precision can be given, except under "
+                "--protocol debezium, whose records cannot tell BIGINT UNSIGNED or binary columns"
+            )
+        if not debezium_:
+            return
+        if not self.table_keys:
+            raise ConfigError(
+                "table-keys: --protocol debezium needs each table's key columns, since TiCDC's Debezium "
+                "records carry no key: e.g. --table-keys 'shop.orders=id;shop.*=id'"
+            )
+        if self.timezone != "UTC":
+            raise ConfigError(
+                f"timezone: Debezium sends TIMESTAMP values in UTC whatever the changefeed's zone, so "
+                f"{self.timezone!r} would shift them; remove --timezone"
+            )
+        if self.claim_check_path:
+            raise ConfigError(
+                "claim-check-path: TiCDC's Debezium has no claim-check; remove --claim-check-path"
             )
 
     def _check_registry_access(self) -> None:
@@ -395,6 +430,7 @@ class IngestConfig:
                 "column-defaults", normalized.get("column-defaults", "")
             ),
             column_types=parameters.parse_column_types(normalized.get("column-types", "")),
+            table_keys=_table_keys(normalized.get("table-keys", "")),
             target_catalog=normalized.get("target-catalog") or None,
             target_schema=parameters.value(normalized, _RUN["target-schema"]) or DEFAULT_TARGET_SCHEMA,
             state_schema=normalized.get("state-schema") or None,
@@ -411,6 +447,8 @@ class IngestConfig:
             return open_protocol.codec()
         if self.protocol is Protocol.CSV:
             return storage_csv.codec()
+        if self.protocol is Protocol.DEBEZIUM:
+            return debezium.CODEC
         # Canal-JSON without the TiDB extension is applied best effort, in offset order, only if opted into.
         return canal_json.codec(best_effort=self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER)
 
@@ -463,6 +501,13 @@ def _in_a_volume(path: str) -> bool:
 def resolved(normalized: dict[str, str]) -> dict[str, str]:
     """Every secret reference in the settings replaced by its value (``ingest.secrets``), at start."""
     return {key: secrets.resolve(value, setting=key) for key, value in normalized.items()}
+
+
+def _table_keys(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    try:
+        return debezium.parse_table_keys(text)
+    except ValueError as exc:
+        raise ConfigError(f"table-keys: {exc}") from exc
 
 
 def _csv_options(normalized: Mapping[str, str], protocol: Protocol) -> CsvOptions | None:

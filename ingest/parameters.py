@@ -86,7 +86,10 @@ RUN: tuple[Parameter, ...] = (
               "cannot carry it: a non-literal DEFAULT (CURRENT_TIMESTAMP), or in TiCDC Avro a DECIMAL "
               "added with a DEFAULT; e.g. 'shop.items.price=3.1400'; ';' between entries"),
     Parameter("column-types", None, "the type of DECIMAL columns whose precision the stream does not say, "
-              "e.g. 'shop.items.price=decimal(20,6)'; ';' between entries (unset: the exact digits as text)"),
+              "e.g. 'shop.items.price=decimal(20,6)'; ';' between entries (unset: the exact digits as text); "
+              "--protocol debezium: also BIGINT UNSIGNED and binary types, which its records cannot tell"),
+    Parameter("table-keys", None, "--protocol debezium: each table's key columns, which its records do not "
+              "name, e.g. 'shop.orders=id;shop.lines=order_id,line;shop.*=id' (patterns, first match)"),
     Parameter("sink-csv-delimiter", ",", "--protocol csv: the changefeed's [sink.csv] delimiter (1 to 3 "
               "characters)"),
     Parameter("sink-csv-quote", '"', "--protocol csv: [sink.csv] quote (one character, or empty for "
@@ -276,7 +279,7 @@ def parse_column_types(text: str) -> dict[TableId, dict[str, ColumnType]]:
                 column_type = parse_mysql_type(type_text)
             except UnknownTypeError as exc:
                 raise ConfigError(f"column-types: {table}.{column}: {exc}") from exc
-            if column_type.kind is not ColumnKind.DECIMAL or column_type.precision is None:
+            if column_type.kind is ColumnKind.DECIMAL and column_type.precision is None:
                 raise ConfigError(
                     f"column-types: {table}.{column}: {type_text!r} must be a DECIMAL with a precision, "
                     "e.g. decimal(20,6)"

@@ -42,6 +42,7 @@ class Protocol(Enum):
     AVRO = "avro"  # TiCDC Avro, Confluent wire format with a schema registry: per-key convergence only
     OPEN_PROTOCOL = "open-protocol"  # TiCDC's default protocol: batches of events, watermarks, DDL text
     CSV = "csv"  # the storage sink's CSV: rows with the [sink.csv] options, schema files, the checkpoint
+    DEBEZIUM = "debezium"  # rows only, each with its Connect schema: per-key convergence, keys given
 
     @classmethod
     def _missing_(cls, value: object) -> Protocol | None:

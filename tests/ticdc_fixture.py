@@ -9,9 +9,11 @@ is not a float.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import struct
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -129,3 +131,51 @@ def differences(
                 )
     problems.extend(f"extra row {row}" for row in unmatched)
     return problems
+
+
+# DDL events whose effect on rows or names no record of a protocol without DDL (TiCDC Avro, Debezium) shows
+# (tiflow's job type names).
+INVISIBLE = {
+    "truncate table", "drop table", "rename table", "rename tables", "drop schema", "truncate partition",
+    "drop partition", "exchange partition", "modify column", "alter table multi-schema change",
+    "add primary key", "drop primary key",
+}  # fmt: skip
+_QUALIFIED = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+
+
+def shown_without_ddl(corpus: str, column_ok: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
+    """The tables whose history row records alone can show whole: no DDL of theirs is in INVISIBLE (every
+    table such a statement names counts, a rename's source and an exchange's partner too), and every column
+    passes ``column_ok``."""
+    touched, dropped = set(), set()
+    for step in json.loads((CORPORA[corpus] / "events.json").read_text()):
+        for event in step.get("events", []):
+            if event["type"] == "drop schema":
+                dropped.add(event["schema"])
+            if event["type"] in INVISIBLE:
+                touched.add(f"{event['schema']}.{event['table']}")
+                touched.update(f"{a}.{b}" for a, b in _QUALIFIED.findall(event["query"]))
+    return [
+        name
+        for name, table in expected_tables(CORPORA[corpus]).items()
+        if name not in touched and name.split(".")[0] not in dropped and all(map(column_ok, table["columns"]))
+    ]
+
+
+def handle_keys(corpus: Path) -> dict[str, list[str]]:
+    """Each table's key as TiCDC chose it (Open Protocol's handle-key flag in the corpus's own records): what
+    a user of a protocol that does not name it (Debezium) gives."""
+    from ingest.decode import open_protocol
+
+    keys: dict[str, list[str]] = {}
+    for line in (corpus / "open-protocol" / "records.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        value = base64.b64decode(record["value"]) if record["value"] else b""
+        for key, entry in open_protocol.entries(base64.b64decode(record["key"]), value):
+            head = json.loads(key)
+            if head["t"] == open_protocol.ROW:
+                image = json.loads(entry)
+                image = image.get("u") or image.get("d")
+                flagged = [n for n, c in image.items() if c["f"] & open_protocol.HANDLE_KEY_FLAG]
+                keys[f"{head['scm']}.{head['tbl']}"] = sorted(flagged)
+    return keys

@@ -304,8 +304,9 @@ def apply_merge(
     ``bounds``: min and max of the source's first key column. Target rows outside them cannot match, so
     the condition says so, and Delta skips the files whose statistics lie outside.
 
-    ``by_offset`` (TiCDC Avro): a DELETE carries no commitTs and always deletes; an upsert still never
-    overwrites a row with a newer commitTs, and without commitTs (no TiDB extension) it always writes.
+    ``by_offset`` (TiCDC Avro, Debezium): a DELETE without a commitTs (an Avro tombstone) always deletes,
+    one with it only a row older than it; an upsert never overwrites a row with a newer commitTs, and
+    without commitTs (no TiDB extension) it always writes.
 
     ``insert_only``: every change is an INSERT, of a key the target cannot hold at an older commit (changes
     apply in commit order, so a key's earlier DELETE was applied before its INSERT): only the INSERT clause
@@ -324,7 +325,9 @@ def apply_merge(
     s_ts, t_ts = "s.commit_ts", f"t.{quote(commit_ts_column)}"
     rank = f"s.{quote(RANK_COLUMN)}"
     if by_offset:
-        newer_or_same, delete_guard = f"({s_ts} IS NULL OR {t_ts} IS NULL OR {t_ts} <= {s_ts})", "TRUE"
+        newer_or_same = f"({s_ts} IS NULL OR {t_ts} IS NULL OR {t_ts} <= {s_ts})"
+        # A DELETE with its commitTs (Debezium) is placed by it, so a replayed one cannot remove a newer row.
+        delete_guard = f"({s_ts} IS NULL OR {t_ts} IS NULL OR {t_ts} < {s_ts})"
     else:
         newer_or_same, delete_guard = f"{t_ts} <= {s_ts}", f"{t_ts} < {s_ts}"
     upsert, delete = f"{rank} = {sql_literal(RANK_UPSERT)}", f"{rank} = {sql_literal(RANK_DELETE)}"

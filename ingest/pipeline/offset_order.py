@@ -26,9 +26,10 @@ from ingest.apply.merge import (
 )
 from ingest.apply.table import record_changes, table_exists, table_info
 from ingest.config import IngestConfig
+from ingest.decode import debezium
 from ingest.decode import ticdc_avro as ta
-from ingest.errors import SchemaChangeRejected
-from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, tso_to_datetime
+from ingest.errors import ConfigError, SchemaChangeRejected
+from ingest.model import ColumnKind, DdlEvent, PartitionId, Position, TableId, TableState, tso_to_datetime
 from ingest.pipeline.batch import (
     NO_PARTITION,
     PartitionRead,
@@ -46,7 +47,16 @@ from ingest.pipeline.schema_change import apply_change
 from ingest.pipeline.sessions import TableSessions
 from ingest.plan import avro_schema as plan_avro
 from ingest.plan import schema as plan_schema
-from ingest.source.decoding import KEY_SCHEMA, KIND_DML, avro_schema_ids, decode_ticdc_avro
+from ingest.settings import Protocol
+from ingest.source.decoding import (
+    KEY_SCHEMA,
+    KIND_DML,
+    avro_schema_ids,
+    debezium_schemas,
+    decode_debezium,
+    decode_ticdc_avro,
+    prepare_payload,
+)
 from ingest.source.registry import registry_for
 from ingest.spark import cached
 from ingest.state import ddl_history, progress, quarantine
@@ -72,16 +82,18 @@ class _TableRead:
 def process_batch(
     spark: SparkSession, messages: DataFrame, config: IngestConfig, committed: progress.Progress
 ) -> BatchResult:
-    """Decode and apply one batch of TiCDC Avro records, then commit progress."""
+    """Decode and apply one batch of TiCDC Avro (or Debezium) records, then commit progress."""
     started = time.monotonic()
-    registry = registry_for(config)
-    texts = registry.schemas(avro_schema_ids(messages))
-    book = ta.schema_book(texts)
+    if config.protocol is Protocol.DEBEZIUM:
+        book, decoding = _debezium(messages, config)
+    else:
+        texts = registry_for(config).schemas(avro_schema_ids(messages))
+        book, decoding = ta.schema_book(texts), decode_ticdc_avro(messages, texts)
     for schema_id, problem in sorted(book.problems.items()):
         logger.warning(
             "writer schema %d cannot be used: %s; its records go to quarantine", schema_id, problem
         )
-    decoded, ranges = cache_once_per_position(decode_ticdc_avro(messages, texts))
+    decoded, ranges = cache_once_per_position(decoding)
     try:
         batch = AvroBatch(spark, config, committed, decoded, ranges, book)
         batch.admit()
@@ -89,6 +101,46 @@ def process_batch(
         return batch.commit(started)
     finally:
         decoded.unpersist()
+
+
+def _debezium(messages: DataFrame, config: IngestConfig) -> tuple[ta.SchemaBook, DataFrame]:
+    """The writer schemas of a batch of Debezium records, from the row schemas they carry, and the
+    records decoded; a table that ``table-keys`` gives no key, or whose ``column-types`` its values cannot
+    fill, stops the run before anything is applied."""
+    logger.info(
+        "debezium: no watermarks and no DDL; changes apply per key in offset order, with no consistent cut "
+        "across keys or tables"
+    )
+    prepared = prepare_payload(messages, config.compression, config.codec)
+    rows = debezium_schemas(prepared)
+    book, key_ids, unsigned = ta.SchemaBook({}, {}), {}, {}
+    keyless = sorted({str(r.table) for r in rows if debezium.key_of(r.table, config.table_keys) is None})
+    if keyless:
+        raise ConfigError(
+            f"table-keys: no key for {', '.join(keyless)}; Debezium records do not say which columns "
+            "identify a row, so name them, e.g. --table-keys '"
+            f"{keyless[0]}=id'"
+        )
+    for row in rows:
+        overrides = config.column_types.get(row.table, {})
+        try:
+            writer = debezium.writer_schema(row, overrides)
+        except debezium.NotDebezium as exc:
+            raise ConfigError(f"column-types: {row.table}: {exc}") from exc
+        key = debezium.key_of(row.table, config.table_keys) or ()
+        if missing := [name for name in key if name not in writer.names]:
+            raise ConfigError(
+                f"table-keys: {row.table} has no column {', '.join(missing)} (its columns: "
+                f"{', '.join(writer.names)}); name its key columns before a pattern that matches it"
+            )
+        key_writer = debezium.key_schema(row.table, key, writer)
+        book.schemas[writer.id] = (writer, None)
+        book.schemas[key_writer.id] = (key_writer, None)
+        key_ids[row.table] = key_writer.id
+        unsigned[row.table] = frozenset(
+            name for name, t in overrides.items() if t.kind is ColumnKind.BIGINT and t.unsigned
+        )
+    return book, decode_debezium(prepared, debezium.Reader(key_ids, unsigned))
 
 
 class AvroBatch:
@@ -441,11 +493,16 @@ def _unknown_defaults(
                 f"{name}: DEFAULT {given[name]} from column-defaults (the Avro schema cannot carry it)"
             )
             continue
+        why = (
+            "Debezium records carry no DEFAULT"
+            if config.protocol is Protocol.DEBEZIUM
+            else "TiCDC writes a null default for every logical-type field whatever upstream's DEFAULT is, "
+            "and CURRENT_TIMESTAMP as that text"
+        )
         note = (
-            f"{name}: the Avro schema cannot carry what rows written before the column was added read for "
-            f"this {column.column.type} field (TiCDC writes a null default for every logical-type field "
-            "whatever upstream's DEFAULT is, and CURRENT_TIMESTAMP as that text), so they read NULL; if "
-            f"upstream shows a value for them, set --column-defaults {table}.{name}=<value>"
+            f"{name}: the writer schema cannot carry what rows written before the column was added read for "
+            f"this {column.column.type} field ({why}), so they read NULL; if upstream shows a value for "
+            f"them, set --column-defaults {table}.{name}=<value>"
         )
         logger.warning("%s: %s", table, note)
         notes.append(note)

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ingest.decode import codec as c
+from ingest.decode import debezium
 from ingest.decode import ticdc_avro as ta
 from ingest.decode.codec import CONTROL_KINDS as CONTROL_KINDS
 from ingest.decode.codec import KIND_BAD as KIND_BAD
@@ -371,32 +373,88 @@ def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> Da
     ``schemas``: the writer schema text of every id the batch names (None where the registry has none); it
     travels to the executors with the function, so no executor calls the registry.
     """
+
+    def reader() -> Callable[..., tuple[Any, ...]]:
+        book = ta.schema_book(schemas)
+        return lambda key, value, partition: _change_row(*ta.classify(key, value, partition, book))
+
+    return _decode_changes(messages, reader, ("key", "value"))
+
+
+def decode_debezium(prepared: DataFrame, reader: debezium.Reader) -> DataFrame:
+    """:func:`prepare_payload`'s rows of TiCDC Debezium records -> classified changes, in the columns of
+    :func:`decode_ticdc_avro`; ``reader`` travels to the executors with the function."""
+
+    def read() -> Callable[..., tuple[Any, ...]]:
+        def one(payload: bytes | None, payload_error: str | None, partition: int | None) -> tuple[Any, ...]:
+            if payload_error is not None:
+                return _change_row(c.KIND_BAD, payload_error, None)
+            return _change_row(*debezium.classify(payload, partition, reader))
+
+        return one
+
+    return _decode_changes(prepared, read, (PAYLOAD, PAYLOAD_ERROR))
+
+
+def debezium_schemas(prepared: DataFrame) -> list[debezium.RowSchema]:
+    """The distinct row schemas of a batch of TiCDC Debezium records (:func:`prepare_payload`'s rows): the
+    only thing the driver reads of it, found by the JVM's JSON reader without a Python worker."""
+    text = F.col(PAYLOAD).cast("string")
+    found = (
+        prepared.where(F.col(PAYLOAD).isNotNull())
+        .select(
+            F.get_json_object(text, "$.schema").alias("schema"),
+            F.get_json_object(text, "$.payload.source.db").alias("db"),
+            F.get_json_object(text, "$.payload.source.table").alias("tbl"),
+        )
+        .where(F.col("schema").isNotNull())
+        .groupBy(F.xxhash64("schema", "db", "tbl").alias("h"))
+        .agg(F.first("schema").alias("schema"), F.first("db").alias("db"), F.first("tbl").alias("tbl"))
+        .collect()
+    )
+    rows: dict[str, debezium.RowSchema] = {}
+    for row in found:
+        message = {
+            "schema": orjson.loads(row["schema"]),
+            "payload": {"source": {"db": row["db"], "table": row["tbl"]}},
+        }
+        try:
+            schema = debezium.row_schema(message)
+        except debezium.NotDebezium:
+            continue  # its records say why, in the quarantine
+        rows[schema.text] = schema
+    return list(rows.values())
+
+
+def _decode_changes(
+    messages: DataFrame, reader: Callable[[], Callable[..., tuple[Any, ...]]], inputs: tuple[str, ...]
+) -> DataFrame:
+    """Each record's ``inputs`` and partition through ``reader()`` (made once per task), into the changes'
+    columns."""
     passed = [f for f in messages.schema.fields if f.name in MESSAGE_COLUMNS]
+    extra = [name for name in inputs if name not in MESSAGE_COLUMNS]
     output = T.StructType([*passed, *_AVRO_DECODED.fields])
 
     def decode(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-
-        book = ta.schema_book(schemas)
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        one = reader()
         # The Arrow side of _AVRO_DECODED, derived so the two cannot drift apart.
         arrow_types = {f.name: f for f in to_arrow_schema(_AVRO_DECODED)}
         for batch in batches:
             columns: dict[str, list[Any]] = {f.name: [] for f in _AVRO_DECODED.fields}
-            keys = batch.column("key").to_pylist()
-            values = batch.column("value").to_pylist()
-            partitions = batch.column("partition").to_pylist()
-            for key, value, partition in zip(keys, values, partitions, strict=True):
-                row = _decode_avro_row(key, value, partition, book)
-                for name, item in zip(columns, row, strict=True):
+            values = [batch.column(name).to_pylist() for name in (*inputs, "partition")]
+            for record in zip(*values, strict=True):
+                for name, item in zip(columns, one(*record), strict=True):
                     columns[name].append(item)
-            arrays = {name: batch.column(name) for name in (f.name for f in passed)}
+            arrays = {f.name: batch.column(f.name) for f in passed}
             for name, items in columns.items():
                 arrays[name] = pa.array(items, arrow_types[name].type)
-            yield pa.RecordBatch.from_pydict(arrays, schema=pa.schema([*batch.schema, *arrow_types.values()]))
+            schema = pa.schema([*(batch.schema.field(f.name) for f in passed), *arrow_types.values()])
+            yield pa.RecordBatch.from_pydict(arrays, schema=schema)
 
-    decoded = messages.select(*[f.name for f in passed]).mapInArrow(decode, output)
+    decoded = messages.select(*[f.name for f in passed], *extra).mapInArrow(decode, output)
     filled = {f.name for f in _AVRO_DECODED.fields}
     return decoded.select(
         *MESSAGE_COLUMNS,
@@ -410,10 +468,7 @@ def decode_ticdc_avro(messages: DataFrame, schemas: dict[int, str | None]) -> Da
     )
 
 
-def _decode_avro_row(
-    key: bytes | None, value: bytes | None, partition: int | None, book: ta.SchemaBook
-) -> tuple[Any, ...]:
-    kind, error, change = ta.classify(key, value, partition, book)
+def _change_row(kind: str, error: str | None, change: ta.Change | None) -> tuple[Any, ...]:
     if change is None:
         return (kind, error, *([None] * 7))
     return (

@@ -170,7 +170,8 @@ def test_ddl_on_partition_zero_and_watermarks_on_every_partition():
 def test_unknown_protocol_names_the_implemented_ones():
     with pytest.raises(
         ValueError,
-        match="protocol 'debezium' has no encoder yet; implemented: avro, canal-json, csv, open-protocol, simple, simple-avro",
+        match="protocol 'debezium' has no encoder yet; implemented: avro, canal-json, csv, open-protocol, "
+        "simple, simple-avro",
     ):
         WorkloadSpec(protocol="debezium")
 

@@ -15,39 +15,20 @@ import re
 
 import pytest
 from test_ticdc_corpus_avro import corpus_records, mirror, mirrored
-from ticdc_fixture import CORPORA, differences, expected_tables
+from ticdc_fixture import CORPORA, differences, expected_tables, shown_without_ddl
 
-# DDL events whose effect on rows or names no Avro record shows (tiflow's job type names).
-INVISIBLE = {
-    "truncate table", "drop table", "rename table", "rename tables", "drop schema", "truncate partition",
-    "drop partition", "exchange partition", "modify column", "alter table multi-schema change",
-    "add primary key", "drop primary key",
-}  # fmt: skip
-_NAME = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Fields TiCDC's Avro encoder adds itself: a table with a column of one of these names has no record.
 _TICDC_FIELDS = {"_tidb_op", "_tidb_commit_ts", "_tidb_commit_physical_time"}
 
 
 def avro_exact(corpus: str) -> list[str]:
-    """The tables whose history Avro records can show whole: no DDL of theirs is in INVISIBLE (every table
-    such a statement names counts, a rename's source and an exchange's partner too), and every column name
-    is one TiCDC keeps."""
-    touched, dropped = set(), set()
-    for step in json.loads((CORPORA[corpus] / "events.json").read_text()):
-        for event in step.get("events", []):
-            if event["type"] == "drop schema":
-                dropped.add(event["schema"])
-            if event["type"] in INVISIBLE:
-                touched.add(f"{event['schema']}.{event['table']}")
-                touched.update(f"{a}.{b}" for a, b in _NAME.findall(event["query"]))
-    return [
-        name
-        for name, table in expected_tables(CORPORA[corpus]).items()
-        if name not in touched
-        and name.split(".")[0] not in dropped
-        and all(_AVRO_NAME.fullmatch(c["name"]) and c["name"] not in _TICDC_FIELDS for c in table["columns"])
-    ]
+    """The tables whose history Avro records can show whole (``shown_without_ddl``) and whose every column
+    name is one TiCDC keeps."""
+    return shown_without_ddl(
+        corpus,
+        lambda column: bool(_AVRO_NAME.fullmatch(column["name"])) and column["name"] not in _TICDC_FIELDS,
+    )
 
 
 def uncarried_defaults(corpus: str) -> str:
