@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -10,7 +12,7 @@ from typing import Any
 
 import orjson
 from pyspark.sql import SparkSession
-from ticdc_fixture import differences, expected_gone, expected_tables
+from ticdc_fixture import CORPORA, differences, expected_gone, expected_tables, handle_keys, shown_without_ddl
 
 from ingest.apply.table import table_exists, table_info
 from ingest.config import IngestConfig
@@ -145,4 +147,74 @@ def gone_problems(spark: SparkSession, config: IngestConfig, corpus: Path) -> di
             problems[name] = ["gone upstream, live in the mirror"]
         elif name.startswith("app.v"):
             problems[name] = ["a view, yet a table in the lake"]
+    return problems
+
+
+# -- Debezium: what a user gives, and what its records can show ---------------------------------------------
+
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+_BINARY = re.compile(r"^(var)?binary\(\d+\)|^(tiny|medium|long)?blob$")
+_DEFAULT = re.compile(r"\bDEFAULT\s+(?!NULL\b)", re.IGNORECASE)
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def debezium_settings(corpus: str) -> dict[str, str]:
+    """table-keys and column-types as a user who knows the tables writes them: the types of tables whose
+    columns kept their types (column-types holds for every version of a column)."""
+    keys = handle_keys(CORPORA[corpus])
+    types = []
+    shown = set(shown_without_ddl(corpus))
+    for name, table in expected_tables(CORPORA[corpus]).items():
+        for column in table["columns"] if name in shown else ():
+            typ = column["type"].lower()
+            decimal = _DECIMAL.match(typ)
+            if typ.startswith("bigint") and "unsigned" in typ:
+                types.append(f"{name}.{column['name']}=bigint unsigned")
+            elif _BINARY.match(typ) or (decimal and int(decimal.group(1)) <= 15):
+                types.append(f"{name}.{column['name']}={typ.split()[0]}")
+    return {
+        "table-keys": ";".join(f"{table}={','.join(map(quote, key))}" for table, key in keys.items()),
+        "column-types": ";".join(t for t in types if ";" not in t),
+    }
+
+
+def added_with_default(corpus: str) -> set[str]:
+    """Tables with an ADD COLUMN … DEFAULT: Debezium cannot carry what their older rows read."""
+    tables = set()
+    for step in json.loads((CORPORA[corpus] / "events.json").read_text()):
+        for event in step.get("events", []):
+            if event["type"] == "add column" and _DEFAULT.search(event["query"]):
+                tables.add(f"{event['schema']}.{event['table']}")
+    return tables
+
+
+def lossy_columns(table: dict) -> set[str]:
+    """Columns whose values Debezium rounds: DECIMALs a double cannot hold."""
+    found = set()
+    for column in table["columns"]:
+        decimal = _DECIMAL.match(column["type"].lower())
+        if decimal and int(decimal.group(1)) > 15:
+            found.add(column["name"])
+    return found
+
+
+def debezium_problems(spark: SparkSession, config: IngestConfig, corpus: str) -> dict[str, list[str]]:
+    """What differs from TiDB's tables at the end of a corpus mirrored from its Debezium records, for every
+    table they can show (no DDL they cannot show, no ADD COLUMN … DEFAULT), the lossy columns left out."""
+    expected = expected_tables(CORPORA[corpus])
+    shown = [name for name in shown_without_ddl(corpus) if name not in added_with_default(corpus)]
+    assert shown, f"{corpus}: no table Debezium can show"
+    problems = {}
+    for name in shown:
+        rows = corpus_rows(spark, config, name)
+        lossy = lossy_columns(expected[name])
+        found = (
+            ["missing table"] if rows is None else differences(expected[name], rows, None, skip_virtual=True)
+        )
+        kept = [p for p in found if not any(f" column {c} (" in p for c in lossy)]
+        if kept:
+            problems[name] = kept
     return problems
