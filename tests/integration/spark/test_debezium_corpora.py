@@ -7,6 +7,8 @@ than an ADD COLUMN with a DEFAULT, VIRTUAL generated columns. Every other cell l
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from mirror import debezium_problems, debezium_settings
 from ticdc_fixture import CORPORA
@@ -33,3 +35,31 @@ def test_every_table_debezium_can_show_lands_every_cell_it_keeps(spark, tmp_path
     result = run_files(spark, config)
     assert result.quarantined == 0
     assert debezium_problems(spark, config, corpus) == {}
+
+
+@pytest.fixture
+def prefix(spark):
+    """Schemas of this test alone (the session catalog is shared by the worker's tests); dropped after."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    yield name
+    for row in spark.sql(f"SHOW SCHEMAS LIKE '{name}*'").collect():
+        spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.`{row[0]}` CASCADE")
+
+
+@pytest.mark.full
+@pytest.mark.long
+@pytest.mark.parametrize("spark", ["connect"], indirect=True)
+def test_debezium_lands_in_catalog_tables_by_name_on_spark_connect(spark, prefix):
+    config = IngestConfig.from_params(
+        {
+            "input": str(CORPORA["tidb-tests"] / "debezium" / "records.jsonl"),
+            "target-catalog": "spark_catalog",
+            "target-schema": prefix + "_{database}",
+            "state-schema": prefix + "_ingest",
+            "protocol": "debezium",
+            **debezium_settings("tidb-tests"),
+        }
+    )
+    result = run_files(spark, config)
+    assert result.quarantined == 0
+    assert debezium_problems(spark, config, "tidb-tests") == {}
