@@ -83,8 +83,9 @@ RUN: tuple[Parameter, ...] = (
     Parameter("missing-extension", "fail", "Canal-JSON without enable-tidb-extension: fail, or apply it best "
               "effort in offset order (per-key convergence, see the README)", ("fail", "offset-order")),
     Parameter("column-defaults", None, "the value rows older than an ADD COLUMN read, where the stream "
-              "cannot carry it: a non-literal DEFAULT (CURRENT_TIMESTAMP), or in TiCDC Avro a DECIMAL "
-              "added with a DEFAULT; e.g. 'shop.items.price=3.1400'; ';' between entries"),
+              "cannot carry it: a non-literal DEFAULT (CURRENT_TIMESTAMP), in TiCDC Avro a DECIMAL added "
+              "with a DEFAULT, in Debezium any column added with a DEFAULT; e.g. "
+              "'shop.items.price=3.1400'; ';' between entries"),
     Parameter("column-types", None, "the type of DECIMAL columns whose precision the stream does not say, "
               "e.g. 'shop.items.price=decimal(20,6)'; ';' between entries (unset: the exact digits as text); "
               "--protocol debezium: also BIGINT UNSIGNED and binary types, which its records cannot tell"),
