@@ -206,8 +206,7 @@ def debezium_problems(spark: SparkSession, config: IngestConfig, corpus: str) ->
     table they can show (no DDL they cannot show, no ADD COLUMN … DEFAULT), the lossy columns left out."""
     expected = expected_tables(CORPORA[corpus])
     shown = [name for name in shown_without_ddl(corpus) if name not in added_with_default(corpus)]
-    assert shown, f"{corpus}: no table Debezium can show"
-    problems = {}
+    problems: dict[str, list[str]] = {} if shown else {corpus: ["no table Debezium can show"]}
     for name in shown:
         rows = corpus_rows(spark, config, name)
         lossy = lossy_columns(expected[name])

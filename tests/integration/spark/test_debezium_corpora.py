@@ -19,6 +19,9 @@ from ingest.config import IngestConfig
 from ingest.pipeline import run_files
 
 WITH_DEBEZIUM = sorted(name for name in CORPORA if (CORPORA[name] / "debezium").is_dir())
+# Every table of these has a DDL Debezium cannot show (a rename, a swap, a MODIFY, an ADD COLUMN … DEFAULT):
+# their records are read (tests/unit/test_debezium compares each with its Canal-JSON), no cell is compared.
+NOTHING_SHOWN = ("columns", "refusals", "views-swaps")
 
 
 # CI reads TiCDC's own test workloads from a real broker (test_debezium_kafka), through the same decoding.
@@ -36,7 +39,8 @@ def test_every_table_debezium_can_show_lands_every_cell_it_keeps(spark, tmp_path
     )
     result = run_files(spark, config)
     assert result.quarantined == 0
-    assert debezium_problems(spark, config, corpus) == {}
+    nothing = {corpus: ["no table Debezium can show"]}
+    assert debezium_problems(spark, config, corpus) == (nothing if corpus in NOTHING_SHOWN else {})
 
 
 @pytest.fixture
