@@ -625,7 +625,8 @@ class StorageCsvEncoder:
 
 
 def _folder(table: TableId) -> str:
-    return f"{table.schema}/{table.table}"
+    """The table's folder in TiCDC's storage sink (its layout, not the mirror's)."""
+    return "/".join((table.schema, table.table))
 
 
 def write_storage_sink(

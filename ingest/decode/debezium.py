@@ -214,7 +214,9 @@ def parse_table_keys(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 def _entries(text: str) -> list[str]:
     """``text`` split at the semicolons outside backticks."""
-    entries, current, quoted = [], [], False
+    entries: list[str] = []
+    current: list[str] = []
+    quoted = False
     for char in text:
         if char == "`":
             quoted = not quoted

@@ -126,7 +126,7 @@ def test_column_defaults_and_types_are_read_per_table_and_column():
     ("params", "message"),
     [
         ({"column-types": "shop.items=decimal(20,6)"}, "expected 'database.table.column=value'"),
-        ({"column-types": "shop.items.price=varchar(3)"}, "must be a DECIMAL with a precision"),
+        ({"column-types": "shop.items.price=varchar(3)"}, "only a DECIMAL's precision can be given"),
         ({"column-types": "shop.items.price=decimal"}, "must be a DECIMAL with a precision"),
     ],
 )
