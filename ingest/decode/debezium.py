@@ -273,19 +273,19 @@ def key_of(table: TableId, rules: Sequence[tuple[str, tuple[str, ...]]]) -> tupl
 
 @dataclass(frozen=True)
 class Reader:
-    """What an executor needs to read records: each table's key schema id and its unsigned BIGINT columns;
-    it keeps each row schema's columns, read once."""
+    """What an executor needs to read records: each table's key schema id and its ``column-types``; it
+    keeps each row schema's columns, read once."""
 
     key_ids: Mapping[TableId, int]
-    unsigned: Mapping[TableId, frozenset[str]]
+    column_types: Mapping[TableId, Mapping[str, ColumnType]]
     _columns: dict[str, tuple[_Field, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def columns(self, row: RowSchema, text: str) -> tuple[_Field, ...]:
         known = self._columns.get(text)
         if known is None:
-            unsigned = self.unsigned.get(row.table, frozenset())
+            overrides = self.column_types.get(row.table, {})
             known = self._columns[text] = tuple(
-                _Field(str(f["field"]), f, column_type(f), str(f["field"]) in unsigned) for f in row.fields
+                _Field(str(f["field"]), f, column_type(f, overrides.get(str(f["field"])))) for f in row.fields
             )
         return known
 
@@ -295,7 +295,47 @@ class _Field:
     name: str
     entry: Mapping[str, Any]
     type: ColumnType
-    unsigned: bool
+
+
+class SettingsProblem(ValueError):
+    """``table-keys`` or ``column-types`` that the batch's row schemas cannot work with."""
+
+
+def schema_book(
+    rows: Sequence[RowSchema],
+    table_keys: Sequence[tuple[str, tuple[str, ...]]],
+    column_types: Mapping[TableId, Mapping[str, ColumnType]],
+) -> tuple[ta.SchemaBook, Reader]:
+    """The writer and key schemas of a batch's row schemas, and what its executors read records with.
+
+    Raises:
+        SettingsProblem: a table that ``table-keys`` gives no key, or a key column its rows lack, or
+            ``column-types`` its values cannot fill (the message names the setting).
+    """
+    keys = {row.table: key_of(row.table, table_keys) for row in rows}
+    keyless = sorted(str(table) for table, key in keys.items() if key is None)
+    if keyless:
+        raise SettingsProblem(
+            f"table-keys: no key for {', '.join(keyless)}; Debezium records do not say which columns "
+            f"identify a row, so name them, e.g. --table-keys '{keyless[0]}=id'"
+        )
+    book, key_ids = ta.SchemaBook({}, {}), {}
+    for row in rows:
+        try:
+            writer = writer_schema(row, column_types.get(row.table, {}))
+        except NotDebezium as exc:
+            raise SettingsProblem(f"column-types: {row.table}: {exc}") from exc
+        key = keys[row.table] or ()
+        if missing := [name for name in key if name not in writer.names]:
+            raise SettingsProblem(
+                f"table-keys: {row.table} has no column {', '.join(missing)} (its columns: "
+                f"{', '.join(writer.names)}); name its key columns before a pattern that matches it"
+            )
+        key_writer = key_schema(row.table, key, writer)
+        book.schemas[writer.id] = (writer, None)
+        book.schemas[key_writer.id] = (key_writer, None)
+        key_ids[row.table] = key_writer.id
+    return book, Reader(key_ids, column_types)
 
 
 def decode_record(value: bytes | None, reader: Reader) -> ta.Change:
@@ -326,9 +366,7 @@ def decode_record(value: bytes | None, reader: Reader) -> ta.Change:
     if not isinstance(image, Mapping):
         raise NotDebezium(f"op {op} without its {'before' if op == OP_DELETE else 'after'} image")
     text = row.text
-    data = {
-        f.name: wire_text(image.get(f.name), f.entry, f.type, f.unsigned) for f in reader.columns(row, text)
-    }
+    data = {f.name: wire_text(image.get(f.name), f.entry, f.type) for f in reader.columns(row, text)}
     return ta.Change(row.table, _TYPES[op], commit_ts, data, schema_id(text), key_id)
 
 
@@ -347,9 +385,10 @@ def classify(
 _EPOCH = date(1970, 1, 1)
 
 
-def wire_text(value: Any, entry: Mapping[str, Any], typ: ColumnType, unsigned: bool = False) -> str | None:
+def wire_text(value: Any, entry: Mapping[str, Any], typ: ColumnType) -> str | None:
     """A Debezium value as the text the apply stage converts (Canal-JSON's forms: an ENUM's 1-based index,
-    a SET's bitmask, BIT's number; binary stays base64).
+    a SET's bitmask, BIT's number; binary stays base64); ``typ`` is the column's type as ``column-types``
+    narrows it, so a BIGINT UNSIGNED is unwrapped.
 
     Raises:
         NotDebezium: a value its Connect type cannot hold.
@@ -379,7 +418,7 @@ def wire_text(value: Any, entry: Mapping[str, Any], typ: ColumnType, unsigned: b
         return ("-" if value < 0 else "") + _clock(abs(int(value)))
     if name == "io.debezium.time.ZonedTimestamp":
         return str(value).removesuffix("Z").replace("T", " ")
-    if connect == "int64" and unsigned and isinstance(value, int) and value < 0:
+    if connect == "int64" and typ.unsigned and isinstance(value, int) and value < 0:
         return str(value + _TWO_TO_64)
     if isinstance(value, float):
         return repr(value)

@@ -29,7 +29,7 @@ from ingest.config import IngestConfig
 from ingest.decode import debezium
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import ConfigError, SchemaChangeRejected
-from ingest.model import ColumnKind, DdlEvent, PartitionId, Position, TableId, TableState, tso_to_datetime
+from ingest.model import DdlEvent, PartitionId, Position, TableId, TableState, tso_to_datetime
 from ingest.pipeline.batch import (
     NO_PARTITION,
     PartitionRead,
@@ -105,42 +105,19 @@ def process_batch(
 
 def _debezium(messages: DataFrame, config: IngestConfig) -> tuple[ta.SchemaBook, DataFrame]:
     """The writer schemas of a batch of Debezium records, from the row schemas they carry, and the
-    records decoded; a table that ``table-keys`` gives no key, or whose ``column-types`` its values cannot
-    fill, stops the run before anything is applied."""
+    records decoded; settings the row schemas cannot work with stop the run before anything is applied."""
     logger.info(
         "debezium: no watermarks and no DDL; changes apply per key in offset order, with no consistent cut "
         "across keys or tables"
     )
     prepared = prepare_payload(messages, config.compression, config.codec)
-    rows = debezium_schemas(prepared)
-    book, key_ids, unsigned = ta.SchemaBook({}, {}), {}, {}
-    keyless = sorted({str(r.table) for r in rows if debezium.key_of(r.table, config.table_keys) is None})
-    if keyless:
-        raise ConfigError(
-            f"table-keys: no key for {', '.join(keyless)}; Debezium records do not say which columns "
-            "identify a row, so name them, e.g. --table-keys '"
-            f"{keyless[0]}=id'"
+    try:
+        book, reader = debezium.schema_book(
+            debezium_schemas(prepared), config.table_keys, config.column_types
         )
-    for row in rows:
-        overrides = config.column_types.get(row.table, {})
-        try:
-            writer = debezium.writer_schema(row, overrides)
-        except debezium.NotDebezium as exc:
-            raise ConfigError(f"column-types: {row.table}: {exc}") from exc
-        key = debezium.key_of(row.table, config.table_keys) or ()
-        if missing := [name for name in key if name not in writer.names]:
-            raise ConfigError(
-                f"table-keys: {row.table} has no column {', '.join(missing)} (its columns: "
-                f"{', '.join(writer.names)}); name its key columns before a pattern that matches it"
-            )
-        key_writer = debezium.key_schema(row.table, key, writer)
-        book.schemas[writer.id] = (writer, None)
-        book.schemas[key_writer.id] = (key_writer, None)
-        key_ids[row.table] = key_writer.id
-        unsigned[row.table] = frozenset(
-            name for name, t in overrides.items() if t.kind is ColumnKind.BIGINT and t.unsigned
-        )
-    return book, decode_debezium(prepared, debezium.Reader(key_ids, unsigned))
+    except debezium.SettingsProblem as exc:
+        raise ConfigError(str(exc)) from exc
+    return book, decode_debezium(prepared, reader)
 
 
 class AvroBatch:

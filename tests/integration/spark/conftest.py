@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,15 @@ from ingest.pipeline import BatchResult, run_files
 from testkit.sample import Stream
 
 Runner = Callable[..., BatchResult]
+
+
+@pytest.fixture
+def prefix(spark):
+    """Schemas of this test alone (the session catalog is shared by the worker's tests); dropped after."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    yield name
+    for row in spark.sql(f"SHOW SCHEMAS LIKE '{name}*'").collect():
+        spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.`{row[0]}` CASCADE")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ path, with every table and the mirror's own state addressed by its three-part na
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
 from changes_check import replay_problems
@@ -45,15 +44,6 @@ from ingest.state import ddl_history, progress
 from testkit.sample import SIMPLE_FOR_TESTS, Stream
 
 pytestmark = pytest.mark.both_modes
-
-
-@pytest.fixture
-def prefix(spark):
-    """Schemas of this test alone (the session catalog is shared by the worker's tests); dropped after."""
-    name = f"t{uuid.uuid4().hex[:8]}"
-    yield name
-    for row in spark.sql(f"SHOW SCHEMAS LIKE '{name}*'").collect():
-        spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.`{row[0]}` CASCADE")
 
 
 def by_name(prefix: str, **params: str) -> IngestConfig:

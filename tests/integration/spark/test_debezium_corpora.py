@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 
 import pytest
 from mirror import corpus_rows, debezium_problems, debezium_settings
@@ -41,15 +40,6 @@ def test_every_table_debezium_can_show_lands_every_cell_it_keeps(spark, tmp_path
     assert result.quarantined == 0
     nothing = {corpus: ["no table Debezium can show"]}
     assert debezium_problems(spark, config, corpus) == (nothing if corpus in NOTHING_SHOWN else {})
-
-
-@pytest.fixture
-def prefix(spark):
-    """Schemas of this test alone (the session catalog is shared by the worker's tests); dropped after."""
-    name = f"t{uuid.uuid4().hex[:8]}"
-    yield name
-    for row in spark.sql(f"SHOW SCHEMAS LIKE '{name}*'").collect():
-        spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.`{row[0]}` CASCADE")
 
 
 @pytest.mark.full
