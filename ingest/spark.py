@@ -28,6 +28,8 @@ SCALA_BINARY = "2.13"
 # their version string, so we load the 4.4.0 jar under the 4.4.1 Python package.
 DELTA_JAR_VERSION = "4.4.0"
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "ticdc-delta-ingest"
+# How long either side of a loopback socket between the driver's Python and its JVM waits for the other.
+AUTH_SOCKET_TIMEOUT_S = 300
 
 
 def delta_package(spark_version: str) -> str:
@@ -197,9 +199,7 @@ def local_session(
     """
     import pyspark
 
-    # Python workers must run this interpreter, or they miss pyarrow/orjson from the virtualenv.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    set_driver_python_env()
     packages = [delta_package(pyspark.__version__), kafka_package(pyspark.__version__), *extra_packages]
     ivy_dir = cache_dir / "ivy"
     builder = SparkSession.builder.appName(app_name).master(master)
@@ -222,6 +222,16 @@ def local_session(
             f"Original error: {exc}"
         ) from exc
     return spark
+
+
+def set_driver_python_env() -> None:
+    """The environment this driver's Python needs before its JVM starts (a user's own values win)."""
+    # Python workers must run this interpreter, or they miss pyarrow/orjson from the virtualenv.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # The driver's side of a collect's loopback socket: pyspark gives up after 15 s connecting and
+    # authenticating, which a busy two-core machine can exceed; the JVM's side is waited for as long.
+    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", str(AUTH_SOCKET_TIMEOUT_S))
 
 
 def persistent_catalog_conf(warehouse_dir: str) -> dict[str, str]:
@@ -288,7 +298,7 @@ def local_conf(
         # time (15 s by default). Tables apply on several threads; on a busy two-core machine the thread
         # that asked can wait longer than that for its turn, and its collect then fails as "Connection
         # refused" although nothing went wrong.
-        "spark.python.authenticate.socketTimeout": "300s",
+        "spark.python.authenticate.socketTimeout": f"{AUTH_SOCKET_TIMEOUT_S}s",
     }
 
 

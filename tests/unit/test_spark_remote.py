@@ -1,5 +1,7 @@
 """Where Spark runs: --spark-remote / SPARK_REMOTE select a Spark Connect server, before any Spark starts."""
 
+import os
+
 import pytest
 
 from ingest.cli import _parser, _without_subcommand
@@ -79,3 +81,14 @@ def test_a_local_session_waits_minutes_not_seconds_for_python_to_fetch_a_collect
 
     timeout = local_conf(packages=["x:y:1"])["spark.python.authenticate.socketTimeout"]
     assert timeout.endswith("s") and int(timeout[:-1]) >= 120
+
+
+def test_a_local_session_lets_the_driver_python_wait_as_long_as_the_jvm(monkeypatch):
+    """CI, names through Simple JSON: a collect whose connect-and-auth took over pyspark's 15 s stopped a
+    table ("cannot access local variable 'sockfile'", pyspark's finally masking CANNOT_OPEN_SOCKET)."""
+    from ingest.spark import local_conf, set_driver_python_env
+
+    monkeypatch.delenv("SPARK_AUTH_SOCKET_TIMEOUT", raising=False)
+    set_driver_python_env()
+    jvm_side = local_conf(packages=["x:y:1"])["spark.python.authenticate.socketTimeout"]
+    assert os.environ["SPARK_AUTH_SOCKET_TIMEOUT"] + "s" == jvm_side
