@@ -30,6 +30,14 @@ DELTA_JAR_VERSION = "4.4.0"
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "ticdc-delta-ingest"
 # How long either side of a loopback socket between the driver's Python and its JVM waits for the other.
 AUTH_SOCKET_TIMEOUT_S = 300
+# A batch job wants throughput, not short pauses: G1's concurrent threads cost a two-core machine about a
+# sixth of its CPU on a mirror's workload (BENCHMARKS.md, "The local JVM's collector").
+LOCAL_JAVA_OPTIONS = ("-XX:+UseParallelGC",)
+
+
+def driver_java_options(*extra: str) -> str:
+    """``spark.driver.extraJavaOptions`` of a local Spark: ours, then ``extra``."""
+    return " ".join((*LOCAL_JAVA_OPTIONS, *extra))
 
 
 def delta_package(spark_version: str) -> str:
@@ -245,7 +253,9 @@ def persistent_catalog_conf(warehouse_dir: str) -> dict[str, str]:
             f"jdbc:derby:;databaseName={warehouse}/metastore_db;create=true"
         ),
         # Derby's log goes beside its database, not into the working directory.
-        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={warehouse}/derby.log",
+        "spark.driver.extraJavaOptions": driver_java_options(
+            f"-Dderby.stream.error.file={warehouse}/derby.log"
+        ),
     }
 
 
@@ -299,6 +309,7 @@ def local_conf(
         # that asked can wait longer than that for its turn, and its collect then fails as "Connection
         # refused" although nothing went wrong.
         "spark.python.authenticate.socketTimeout": f"{AUTH_SOCKET_TIMEOUT_S}s",
+        "spark.driver.extraJavaOptions": driver_java_options(),
     }
 
 

@@ -628,7 +628,7 @@ class SparkConnectServer:
         """The ``spark-submit`` command line that starts the server."""
         import pyspark
 
-        from ingest.spark import local_conf
+        from ingest.spark import driver_java_options, local_conf
 
         home = Path(pyspark.__file__).parent
         jars = sorted((home / "jars").glob("spark-connect_*.jar"))
@@ -646,7 +646,9 @@ class SparkConnectServer:
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.sql.warehouse.dir": str(self.work_dir / "warehouse"),
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.work_dir / 'derby'}",
+            "spark.driver.extraJavaOptions": driver_java_options(
+                f"-Dderby.system.home={self.work_dir / 'derby'}"
+            ),
         }
         command = [str(home / "bin" / "spark-submit"), "--class", SPARK_CONNECT_SERVER_CLASS]
         for key, value in conf.items():

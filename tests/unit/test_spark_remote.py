@@ -92,3 +92,10 @@ def test_a_local_session_lets_the_driver_python_wait_as_long_as_the_jvm(monkeypa
     set_driver_python_env()
     jvm_side = local_conf(packages=["x:y:1"])["spark.python.authenticate.socketTimeout"]
     assert os.environ["SPARK_AUTH_SOCKET_TIMEOUT"] + "s" == jvm_side
+
+
+def test_a_local_spark_runs_the_throughput_collector_whatever_else_its_jvm_is_given():
+    from ingest.spark import local_conf, persistent_catalog_conf
+
+    for conf in (local_conf(packages=["x:y:1"]), persistent_catalog_conf("warehouse")):
+        assert "-XX:+UseParallelGC" in conf["spark.driver.extraJavaOptions"].split()
