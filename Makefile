@@ -32,9 +32,10 @@ install: $(STAMP) ## create .venv and install the project with its local Spark/D
 jars: $(STAMP) ## fetch the Spark packages (Delta) from Maven Central into ~/.cache, once per machine
 	$(BIN)/python -m ingest.warmup >&2  # stdout stays free for targets that print a value (connect-up)
 
-demo: jars ## mirror the bundled sample into ./lakehouse by path, then into catalog tables by name (./spark-warehouse)
+demo: jars ## mirror the bundled sample into ./lakehouse by path, then into catalog tables by name (./spark-warehouse), then TiCDC's own output of its test workloads in each format it writes (./lakehouse-formats)
 	$(BIN)/ticdc-ingest demo --target-path lakehouse
 	$(BIN)/ticdc-ingest demo --catalog --warehouse spark-warehouse
+	$(BIN)/ticdc-ingest demo --formats tests/fixtures/corpora/tidb-tests --target-path lakehouse-formats
 
 test: jars ## the suite: unit and real Spark + Delta tests on TEST_WORKERS processes (default 2); `full` ones: test-full
 	$(BIN)/python -m pytest $(XDIST)
@@ -92,4 +93,4 @@ sample: $(STAMP) ## regenerate the bundled sample stream from its generator
 	$(BIN)/python -m testkit.sample ingest/samples/canal_json
 
 clean: ## remove the virtualenv and the demo lakehouse and warehouse (the jar cache in ~/.cache stays)
-	rm -rf $(VENV) lakehouse spark-warehouse .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) lakehouse lakehouse-formats spark-warehouse .pytest_cache .mypy_cache .ruff_cache

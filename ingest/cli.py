@@ -110,6 +110,8 @@ def _dispatch(args: argparse.Namespace, kafka_options: dict[str, str]) -> int:
     if args.command == "demo":
         from ingest.commands import demo
 
+        if args.formats:
+            return demo.across_formats(Path(args.formats), Path(args.target_path), remote)
         if args.catalog:
             return demo.into_catalog(args.input, remote, warehouse or flags.DEFAULT_WAREHOUSE)
         return demo.into_path(Path(args.target_path), args.input, remote)

@@ -195,6 +195,14 @@ def add_demo(commands: Commands, session: argparse.ArgumentParser) -> None:
         help="mirror into catalog tables by name instead (spark_catalog.<database>.<table>, under "
         f"--warehouse, default ./{DEFAULT_WAREHOUSE}), which any Spark session of that warehouse can SELECT",
     )
+    demo.add_argument(
+        "--formats",
+        default=None,
+        metavar="DIR",
+        help="instead: one history as TiCDC wrote it in each format, a folder per format under DIR "
+        "(canal-json, simple-json, simple-avro, open-protocol, storage-canal-json, storage-csv, "
+        "storage-csv-old-value), each mirrored into <target-path>/<format> and compared with the first",
+    )
 
 
 def _add_mirror_flags(command: argparse.ArgumentParser, prefix: str = "") -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 from kill import child_env
 from mirror import delta_rows, expected_rows, located, location_rows
+from ticdc_fixture import CORPORA
 
 from ingest.cli import main
 from ingest.model import TableId
@@ -70,6 +72,21 @@ def test_demo_mirrors_the_bundled_sample_and_a_second_run_changes_nothing(spark,
         assert delta_rows(spark, str(lake), table) == before[table]
         version = _head_version(spark, located(lake, table))
         assert version == heads[table], f"{table} got a new Delta version on a replay"
+
+
+# `make demo` runs it over every format of TiCDC's test workloads.
+@pytest.mark.full
+def test_demo_across_formats_names_a_format_whose_mirror_differs_and_exits_3(spark, tmp_path, capsys):
+    history = tmp_path / "history"
+    for name in ("canal-json", "open-protocol", "storage-csv"):
+        shutil.copytree(CORPORA["tidb-tests"] / name, history / name)
+    shutil.copytree(CORPORA["cutover"] / "simple-json", history / "simple-json")  # another history
+    assert main(["demo", "--formats", str(history), "--target-path", str(tmp_path / "lake")]) == 3
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    tables = len(json.loads((CORPORA["tidb-tests"] / "expected.json").read_text())["tables"])
+    assert f"{tables}/{tables} tables" in lines["open-protocol"]
+    assert f"{tables}/{tables} tables" in lines["storage-csv"]
+    assert "differ: " in lines["simple-json"]
 
 
 def test_named_parameters_without_subcommand_mean_run(spark, tmp_path, capsys):
