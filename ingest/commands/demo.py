@@ -14,6 +14,7 @@ from ingest.lake import delta_io
 from ingest.model import TableId, tso_to_datetime
 from ingest.pipeline import BatchResult, run_files
 from ingest.spark import get_session
+from ingest.state.table_state import NOT_RETIRED, PROPERTY_RETIRED
 
 BUNDLED_SAMPLE = "samples/canal_json"
 # What TiCDC writes of one history, one folder each (the kit's layout): the settings each is read with, and
@@ -91,7 +92,7 @@ def across_formats(history: Path, target: Path, remote: str | None = None) -> in
     mirrors = {name: _format_run(spark, history, target, name) for name in present}
     reference = present[0]
     print()
-    print(f"{'format':<22} {'records':>7} {'tables':>6} {'rows':>6}  same as {reference}")
+    print(f"{'format':<22} {'records':>7} {'tables':>6} {'rows':>6}  live tables the same as in {reference}")
     worst = 0
     first = (mirrors[reference][0], _live(spark, mirrors[reference][0], mirrors[reference][1]))
     for name, (config, result, stopped) in mirrors.items():
@@ -125,7 +126,14 @@ def _format_run(
 
 
 def _live(spark: SparkSession, config: IngestConfig, result: BatchResult) -> list[TableId]:
-    return [t for t in sorted(result.tables) if delta_io.is_delta_table(spark, config.mirror.address(t))]
+    """The tables the run touched that are live upstream (not dropped, renamed away or retired)."""
+    return [
+        t
+        for t in sorted(result.tables)
+        if delta_io.is_delta_table(spark, config.mirror.address(t))
+        and delta_io.properties(spark, config.mirror.address(t)).get(PROPERTY_RETIRED, NOT_RETIRED)
+        == NOT_RETIRED
+    ]
 
 
 def _differing(
