@@ -94,9 +94,10 @@ def across_formats(history: Path, target: Path, remote: str | None = None) -> in
     print()
     print(f"{'format':<22} {'records':>7} {'tables':>6} {'rows':>6}  live tables the same as in {reference}")
     worst = 0
-    first = (mirrors[reference][0], _live(spark, mirrors[reference][0], mirrors[reference][1]))
+    live = {name: _live(spark, config, result) for name, (config, result, _) in mirrors.items()}
+    first = (mirrors[reference][0], live[reference])
     for name, (config, result, stopped) in mirrors.items():
-        tables = _live(spark, config, result)
+        tables = live[name]
         rows = sum(delta_io.read(spark, config.mirror.address(t)).count() for t in tables)
         differing = [] if name == reference else _differing(spark, first, config, tables)
         same = f"{len(tables) - len(differing)}/{len(tables)} tables" + (

@@ -88,7 +88,9 @@ def test_a_local_session_lets_the_driver_python_wait_as_long_as_the_jvm(monkeypa
     table ("cannot access local variable 'sockfile'", pyspark's finally masking CANNOT_OPEN_SOCKET)."""
     from ingest.spark import local_conf, set_driver_python_env
 
-    monkeypatch.delenv("SPARK_AUTH_SOCKET_TIMEOUT", raising=False)
+    # A copy of the environment, so what the call sets is gone after the test.
+    unset = {k: v for k, v in os.environ.items() if k != "SPARK_AUTH_SOCKET_TIMEOUT"}
+    monkeypatch.setattr(os, "environ", unset)
     set_driver_python_env()
     jvm_side = local_conf(packages=["x:y:1"])["spark.python.authenticate.socketTimeout"]
     assert os.environ["SPARK_AUTH_SOCKET_TIMEOUT"] + "s" == jvm_side
