@@ -121,6 +121,7 @@ def _format_run(
     try:
         result, stopped = run_files(spark, config), ""
     except TablesStopped as exc:
+        assert isinstance(exc.result, BatchResult)
         result, stopped = exc.result, ", ".join(map(str, exc.stopped))
     print(f"{name}: {result.describe()}")
     return config, result, stopped
