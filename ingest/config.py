@@ -43,6 +43,9 @@ from ingest.settings import (
     Protocol as Protocol,
 )
 from ingest.settings import (
+    RowChecksums as RowChecksums,
+)
+from ingest.settings import (
     SimpleEncoding as SimpleEncoding,
 )
 from ingest.settings import (
@@ -109,6 +112,7 @@ class IngestConfig:
     change_feed: ChangeFeed = ChangeFeed.ON
     unknown_ddl: UnknownDdlPolicy = UnknownDdlPolicy.FAIL
     type_change: TypeChangePolicy = TypeChangePolicy.REWRITE
+    row_checksums: RowChecksums = RowChecksums.VERIFY
     input_format: InputFormat = InputFormat.AUTO
     csv: CsvOptions | None = None  # --protocol csv: the changefeed's [sink.csv] options
     schema_registry: str | None = None
@@ -284,6 +288,12 @@ class IngestConfig:
                 "larger max-message-bytes, or use --protocol canal-json"
             )
         self._check_debezium_options()
+        if self.row_checksums is RowChecksums.REQUIRE and not self.codec.has_checksums:
+            raise ConfigError(
+                f"row-checksums = require: --protocol {self.protocol.value} carries no row checksums; TiCDC "
+                "writes them with --protocol simple or avro and the changefeed's [integrity] "
+                'integrity-check-level = "correctness" (or set row-checksums to verify or off)'
+            )
         if (
             self.missing_extension is MissingExtensionPolicy.OFFSET_ORDER
             and self.protocol is not Protocol.CANAL_JSON
@@ -413,6 +423,7 @@ class IngestConfig:
             change_feed=choice(normalized, "change-feed", ChangeFeed),
             unknown_ddl=choice(normalized, "unknown-ddl", UnknownDdlPolicy),
             type_change=choice(normalized, "type-change", TypeChangePolicy),
+            row_checksums=choice(normalized, "row-checksums", RowChecksums),
             kafka=kafka_from_params(normalized, options) if source is SourceKind.KAFKA else None,
             input_format=choice(normalized, "input-format", InputFormat),
             csv=_csv_options(normalized, protocol),

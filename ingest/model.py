@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import Enum
 
@@ -233,8 +233,26 @@ class TableState:
 
     ``applied_ts`` (A_T): every change with commit_ts <= applied_ts is reflected in the table.
     ``ddl_ts`` (D_T) and ``ddl_ids``: the last applied DDL and the identities applied at exactly that ts.
+    ``rows_verified`` / ``rows_unverified``: of the rows applied while row checksums were checked, those
+    whose checksums matched and those that carried none to check, since the mirror began.
     """
 
     applied_ts: int = 0
     ddl_ts: int = 0
     ddl_ids: frozenset[str] = field(default_factory=frozenset)
+    rows_verified: int = 0
+    rows_unverified: int = 0
+
+    def counted(self, verified: int, unverified: int) -> TableState:
+        """The state with more checked rows applied."""
+        return replace(
+            self,
+            rows_verified=self.rows_verified + verified,
+            rows_unverified=self.rows_unverified + unverified,
+        )
+
+    def checksum_fields(self) -> dict[str, int]:
+        """The counters as persisted (nothing while no row was ever checked)."""
+        if not (self.rows_verified or self.rows_unverified):
+            return {}
+        return {"rows_verified": self.rows_verified, "rows_unverified": self.rows_unverified}

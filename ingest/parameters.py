@@ -135,6 +135,10 @@ RUN: tuple[Parameter, ...] = (
     Parameter("type-change", "rewrite", "a column type change that changes the values TiDB holds: rewrite "
               "the table with them, as TiDB did (rewrite), or stop before it to approve it first (fail)",
               ("rewrite", "fail")),
+    Parameter("row-checksums", "verify", "TiDB's row checksums (simple and avro, with the changefeed's "
+              "integrity-check-level = \"correctness\"): check each row that carries one and quarantine a "
+              "mismatch (verify), also treat a row without one as bad (require), or do not check (off)",
+              ("verify", "require", "off")),
     Parameter("drop-table", "archive", "DROP TABLE / DROP DATABASE: keep the table's last rows (archive) or "
               "delete them; either way the table is marked retired", ("archive", "delete")),
     Parameter("compaction", "auto", "tables the mirror creates compact their small files after writes "

@@ -108,6 +108,15 @@ class TypeChangePolicy(Enum):
     REWRITE = "rewrite"  # rewrite the table with the column cast to the new type
 
 
+class RowChecksums(Enum):
+    """Whether the rows' TiDB checksums (Simple and Avro with ``integrity-check-level = "correctness"``)
+    are checked before anything is applied."""
+
+    VERIFY = "verify"  # check every row image that carries one; a stream without them is mirrored as it is
+    REQUIRE = "require"  # the same, and a row that carries none (apart from a split update's halves) is bad
+    OFF = "off"  # do not check
+
+
 class UnknownDdlPolicy(Enum):
     """What a DDL the mirror does not know (or cannot parse) does to the run."""
 

@@ -28,7 +28,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ingest.apply import convert
+from ingest.apply import checksum, convert
 from ingest.apply import generated as generated_columns
 from ingest.lake import delta_io
 from ingest.lake.delta_io import quote
@@ -93,9 +93,14 @@ def normalize(
     timezone: str,
     binary: convert.BinaryText = convert.BinaryText.LATIN1,
     generated: Mapping[str, str] | None = None,
+    *,
+    checked: bool = False,
 ) -> DataFrame:
     """One row per change with typed columns (named by :func:`slot`), a rank, and the names of columns that
-    did not convert."""
+    did not convert.
+
+    ``checked``: the rows carry :func:`checksum.checked`'s verdict; a mismatch makes each of the record's
+    changes bad, and one change per record carries its checksum state (for counting)."""
     data, old = F.col("data"), F.col("old")
     before = F.when(old.isNull(), data).otherwise(
         F.map_zip_with(data, old, lambda _k, new, prev: F.coalesce(prev, new))
@@ -148,6 +153,13 @@ def normalize(
             )
         problems.append(problem)
     values.update(_computed(schema, generated, values))
+    extra: list[Column] = []
+    if checked:
+        problem = F.col(checksum.PROBLEM_COLUMN)
+        problems.insert(0, F.when(problem != "", problem))
+        # A key-changing UPDATE is two changes of one record: only its upsert counts it.
+        counted = F.coalesce(F.col(checksum.STATE_COLUMN), F.lit(checksum.STATE_NONE))
+        extra.append(F.when(is_upsert | (typ == delete), counted).alias(checksum.STATE_COLUMN))
     return exploded.select(
         *MESSAGE_COLUMNS,
         "commit_ts",
@@ -155,6 +167,7 @@ def normalize(
         (typ == insert).alias(INSERT_COLUMN),
         *[values[f.name].alias(slot(i)) for i, f in enumerate(schema.fields)],
         F.concat_ws("; ", *problems).alias(BAD_COLUMN),
+        *extra,
     )
 
 
@@ -233,13 +246,19 @@ class ChangeSummary:
     bad: int  # changes whose values do not convert
     bounds: tuple[Any, Any] | None  # min and max of the good changes' first key column, when boundable
     only_inserts: bool  # every good change is an INSERT upstream
+    checksums: checksum.Counts = checksum.NO_COUNTS  # of the records, when their checksums were checked
 
 
 def summarize(
-    spark: SparkSession, changes: DataFrame, key: tuple[str, ...], columns: list[str]
+    spark: SparkSession,
+    changes: DataFrame,
+    key: tuple[str, ...],
+    columns: list[str],
+    *,
+    checked: bool = False,
 ) -> ChangeSummary:
-    """One pass over the normalized changes: how many are bad, the key bounds of the rest, and whether the
-    rest are all INSERTs.
+    """One pass over the normalized changes: how many are bad, the key bounds of the rest, whether the rest
+    are all INSERTs, and (``checked``) what the records' checksums showed.
 
     The bounds let the MERGE skip target files whose key range misses the batch (Delta prunes files by
     min/max statistics only for predicates on the target alone; ``t.k = s.k`` gives none).
@@ -252,12 +271,14 @@ def summarize(
             F.min(F.when(good, first)).alias("lo"),
             F.max(F.when(good, first)).alias("hi"),
             F.count(F.when(good & ~F.col(INSERT_COLUMN), 1)).alias("not_inserts"),
+            *(checksum.count_states(F.col(checksum.STATE_COLUMN), good) if checked else ()),
         ).first()
     if row is None:
         return ChangeSummary(0, None, False)
     lo, hi = row["lo"], row["hi"]
     bounds = (lo, hi) if _boundable(lo) and _boundable(hi) else None
-    return ChangeSummary(int(row["bad"]), bounds, int(row["not_inserts"]) == 0)
+    counts = checksum.counts_of(row) if checked else checksum.NO_COUNTS
+    return ChangeSummary(int(row["bad"]), bounds, int(row["not_inserts"]) == 0, counts)
 
 
 def first_bad_commit_ts(changes: DataFrame) -> int | None:

@@ -263,6 +263,7 @@ class Codec:
     ``transcode``: made on each executor, turns a payload into the JSON the envelope reads (Simple Avro).
     ``split``: made on each executor, turns one record (key and value) into the JSON of each event it
     holds, or the reason an event is bad (Open Protocol, whose records batch several events).
+    ``has_checksums``: its rows can carry TiDB's row checksums (the ``checksum_*`` decoded columns).
     """
 
     name: str
@@ -278,6 +279,7 @@ class Codec:
     transcode: Callable[[], Callable[[bytes], bytes]] | None = None
     split: Callable[[Compression], Splitter] | None = None
     control: Callable[[Decoded], Control] = _no_control
+    has_checksums: bool = False
 
     @property
     def offset_order(self) -> bool:

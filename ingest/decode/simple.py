@@ -82,6 +82,11 @@ FIELD_CHECKSUM = "checksum"
 FIELD_TABLE_SCHEMA = "tableSchema"
 FIELD_PRE_TABLE_SCHEMA = "preTableSchema"
 
+# With row checksums on: {"version", "corrupted", "current", "previous"}, CRC-32s of the new and old image.
+CHECKSUM_CURRENT = "current"
+CHECKSUM_PREVIOUS = "previous"
+CHECKSUM_CORRUPTED = "corrupted"
+
 # TIMESTAMP values are objects {"location": <IANA zone>, "value": <local time text>}.
 TIMESTAMP_LOCATION = "location"
 TIMESTAMP_VALUE = "value"
@@ -124,6 +129,14 @@ ENVELOPE = (
     Wire(FIELD_OLD, WireType.ROW),
     Wire(FIELD_TABLE_SCHEMA, WireType.TEXT),
     Wire(FIELD_PRE_TABLE_SCHEMA, WireType.TEXT),
+    Wire(
+        FIELD_CHECKSUM,
+        (
+            Wire(CHECKSUM_CURRENT, WireType.LONG),
+            Wire(CHECKSUM_PREVIOUS, WireType.LONG),
+            Wire(CHECKSUM_CORRUPTED, WireType.BOOLEAN),
+        ),
+    ),
 )
 
 _TYPE = field(FIELD_TYPE)
@@ -181,6 +194,9 @@ COLUMNS: tuple[tuple[str, c.Expr], ...] = (
     ("table_schema", field(FIELD_TABLE_SCHEMA)),
     ("pre_table_schema", field(FIELD_PRE_TABLE_SCHEMA)),
     ("claim_check", field(FIELD_CLAIM_CHECK)),
+    ("checksum_current", c.When(_IS_DML, field(FIELD_CHECKSUM, CHECKSUM_CURRENT))),
+    ("checksum_previous", c.When(_IS_DML, field(FIELD_CHECKSUM, CHECKSUM_PREVIOUS))),
+    ("checksum_corrupted", c.When(_IS_DML, field(FIELD_CHECKSUM, CHECKSUM_CORRUPTED))),
 )
 
 
@@ -247,6 +263,7 @@ def codec(avro: bool = False) -> Codec:
         rules=RULES,
         transcode=_avro_transcoder if avro else None,
         control=control,
+        has_checksums=True,
     )
 
 
@@ -362,7 +379,7 @@ def avro_to_json(value: bytes, schema: Any) -> bytes:
                 FIELD_SCHEMA_VERSION: payload[FIELD_SCHEMA_VERSION],
             }
         )
-        for name in (FIELD_CLAIM_CHECK, FIELD_HANDLE_KEY_ONLY):
+        for name in (FIELD_CLAIM_CHECK, FIELD_HANDLE_KEY_ONLY, FIELD_CHECKSUM):
             if payload.get(name) is not None:
                 message[name] = payload[name]
         for name in (FIELD_DATA, FIELD_OLD):

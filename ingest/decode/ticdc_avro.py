@@ -31,14 +31,17 @@ HEADER_BYTES = 5
 
 FIELD_OP = "_tidb_op"
 FIELD_COMMIT_TS = "_tidb_commit_ts"
+# With row checksums on: the CRC-32 of the new image as decimal text ("0": none to check), TiCDC's verdict.
+FIELD_CHECKSUM = "_tidb_row_level_checksum"
+FIELD_CORRUPTED = "_tidb_corrupted"
 # Fields TiCDC adds after the columns; none of them is an upstream column.
 EXTENSION_FIELDS = frozenset(
     {
         FIELD_OP,
         FIELD_COMMIT_TS,
         "_tidb_commit_physical_time",
-        "_tidb_row_level_checksum",
-        "_tidb_corrupted",
+        FIELD_CHECKSUM,
+        FIELD_CORRUPTED,
         "_tidb_checksum_version",
         "_ticdc_before",
     }
@@ -57,6 +60,7 @@ CODEC = c.Codec(
     has_old_image=False,
     commit_ts_on_delete=False,
     binary_text=c.BinaryText.BASE64,
+    has_checksums=True,
 )
 
 _CONNECT = "connect.parameters"
@@ -254,6 +258,8 @@ class Change:
     data: dict[str, str | None]
     value_schema: int | None
     key_schema: int
+    checksum: int | None = None  # the row checksum the record carries (None: its schema has none)
+    corrupted: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -291,7 +297,17 @@ def decode_record(key: bytes | None, value: bytes | None, book: SchemaBook) -> C
         data = {c.column.name: wire_text(before.get(c.column.name), c) for c in writer.columns}
         return Change(writer.table, TYPE_DELETE, commit_ts or None, data, value_id, key_id)
     typ = TYPE_UPDATE if op == OP_UPDATE else TYPE_INSERT
-    return Change(writer.table, typ, commit_ts or None, data, value_id, key_id)
+    checksum, corrupted = _checksum(datum)
+    return Change(writer.table, typ, commit_ts or None, data, value_id, key_id, checksum, corrupted)
+
+
+def _checksum(datum: Mapping[str, Any]) -> tuple[int | None, bool | None]:
+    """The row checksum and TiCDC's verdict, where the writer schema has them; text that is not a number
+    reads as a checksum no row can match, so the row is quarantined rather than taken as unchecked."""
+    if FIELD_CHECKSUM not in datum:
+        return None, None
+    text = str(datum[FIELD_CHECKSUM] or "0")
+    return (int(text) if text.isdigit() else -1), bool(datum.get(FIELD_CORRUPTED))
 
 
 def classify(

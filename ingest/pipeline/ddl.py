@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
@@ -90,7 +91,9 @@ def apply_ddl(
     outcome = _Outcome(spark, context, table, ddl, info)
     changes, skipped = _refused_or_skipped(config, ddl, changes, outcome)
     ids = (state.ddl_ids if ddl.commit_ts == state.ddl_ts else frozenset()) | {ddl.identity}
-    applied = TableState(applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids)
+    applied = replace(
+        state, applied_ts=max(state.applied_ts, ddl.commit_ts), ddl_ts=ddl.commit_ts, ddl_ids=ids
+    )
     # Intermediate commits carry the old state: a crash mid-DDL makes the restart apply the DDL again,
     # and every change here is idempotent (create-if-absent, add-if-absent, drop-if-present, delete-all,
     # copy-replacing).

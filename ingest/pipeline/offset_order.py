@@ -29,6 +29,7 @@ from ingest.decode import debezium
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import ConfigError
 from ingest.model import PartitionId, Position, TableId, TableState, tso_to_datetime
+from ingest.pipeline import integrity
 from ingest.pipeline.batch import (
     NO_PARTITION,
     PartitionRead,
@@ -264,7 +265,7 @@ def _apply_table(
         )
         return report, table.state
     if latest is None:
-        return _merge_read(spark, config, table, read, dml, run_id, report, second_pass, None)
+        return _merge_read(spark, config, table, read, dml, book, run_id, report, second_pass, None)
     state = table.state
     for segment in plan_avro.segments(
         read.uses, lambda a, b: plan_avro.retyped(book.schemas[a][0], book.schemas[b][0])
@@ -276,7 +277,9 @@ def _apply_table(
         exists = True
         if described:
             report.ddls.append(described)
-        report, state = _merge_read(spark, config, step, read, dml, run_id, report, second_pass, segment)
+        report, state = _merge_read(
+            spark, config, step, read, dml, book, run_id, report, second_pass, segment
+        )
         if report.held_through is not None:
             break
     return report, state
@@ -288,6 +291,7 @@ def _merge_read(
     table: BatchTable,
     read: TableRead,
     dml: DataFrame,
+    book: ta.SchemaBook,
     run_id: int,
     report: TableReport,
     second_pass: bool,
@@ -303,19 +307,28 @@ def _merge_read(
     if segment is not None and (segment.after_ts or segment.through_ts is not None):
         rows = within_commit_ts(rows, segment.after_ts, segment.through_ts)
         newest = newest if segment.through_ts is None else segment.through_ts
+    checked = integrity.checks(config)
+    if checked:
+        rows = integrity.checked_rows(config, rows, integrity.writer_layouts(book))
     rows = _ORDERING.fill(rows, apply_schema.column_defaults(spark, path))
     changes = cached(
-        normalize(rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text, info.generated)
-    )
+        normalize(
+            rows, info.schema, info.key, config.timezone, ta.CODEC.binary_text, info.generated,
+            checked=checked,
+        )
+    )  # fmt: skip
     try:
-        summary = summarize(spark, changes, info.key, info.columns)
+        summary = summarize(spark, changes, info.key, info.columns, checked=checked)
         if summary.bad and not second_pass:
             quarantine.write_unconvertible(spark, config.state_path, changes, table.id, run_id)
             logger.warning("%s: quarantined %d rows whose values do not convert", table.id, summary.bad)
             report.quarantined += summary.bad
+            report.mismatched += summary.checksums.mismatched
             report.held_through = newest
             return report, state
-        applied = TableState(max(state.applied_ts, newest), state.ddl_ts, state.ddl_ids)
+        # The second pass merges past the rows the first one quarantined (and counted).
+        counts = replace(summary.checksums, mismatched=0) if second_pass else summary.checksums
+        applied = integrity.record(report, replace(state, applied_ts=max(state.applied_ts, newest)), counts)
         result = apply_merge(
             spark, path, _ORDERING.effect(changes, info.key, info.columns), info.key, info.columns,
             state_to_metadata(applied, run_id=run_id, step=f"merge in offset order, run {run_id}"),

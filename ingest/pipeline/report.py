@@ -26,6 +26,11 @@ class TableReport:
     held_through: int | None = None
     # Set when the table stopped just below a DDL the mirror refuses: why (the DDL history has the rest).
     stopped: str | None = None
+    # Row checksums, where they were checked: rows applied whose checksums matched, rows applied that carried
+    # none to check (a split update's halves), and mismatches (quarantined).
+    verified: int = 0
+    unverified: int = 0
+    mismatched: int = 0
 
     def absorb(self, later: TableReport) -> None:
         """Add what a second pass over the same table did."""
@@ -33,6 +38,9 @@ class TableReport:
         self.deleted += later.deleted
         self.ddls.extend(later.ddls)
         self.quarantined += later.quarantined
+        self.verified += later.verified
+        self.unverified += later.unverified
+        self.mismatched += later.mismatched
         self.applied_ts = later.applied_ts
         self.held_through = later.held_through
         self.stopped = later.stopped or self.stopped
@@ -44,9 +52,15 @@ class TableReport:
             else "nothing applied yet"
         )
         stopped = f"; STOPPED: {self.stopped}" if self.stopped else ""
+        checked = (
+            f"; row checksums: {self.verified} verified, {self.unverified} carried none, "
+            f"{self.mismatched} mismatched"
+            if self.verified or self.unverified or self.mismatched
+            else ""
+        )
         return (
             f"{self.table}: {self.upserted} upserted, {self.deleted} deleted, {len(self.ddls)} DDL applied, "
-            f"{self.quarantined} quarantined, {self.pending} pending above G; {applied}{stopped}"
+            f"{self.quarantined} quarantined, {self.pending} pending above G; {applied}{checked}{stopped}"
         )
 
 
@@ -97,6 +111,7 @@ class BatchResult:
                     "decoded": self.decoded.get(t, 0),
                     "applied": _applied(self.tables.get(t)),
                     "pending": self.tables[t].pending if t in self.tables else 0,
+                    **_checksums(self.tables.get(t)),
                 }
                 for t in tables
             },
@@ -126,6 +141,9 @@ class BatchResult:
                     "applied_ts": r.applied_ts,
                     "held_through": r.held_through,
                     "stopped": r.stopped,
+                    "verified": r.verified,
+                    "unverified": r.unverified,
+                    "mismatched": r.mismatched,
                 }
                 for _, r in sorted(self.tables.items())
             ],
@@ -149,6 +167,9 @@ class BatchResult:
                 applied_ts=int(item["applied_ts"]),
                 held_through=None if item["held_through"] is None else int(item["held_through"]),
                 stopped=item.get("stopped"),
+                verified=int(item.get("verified", 0)),
+                unverified=int(item.get("unverified", 0)),
+                mismatched=int(item.get("mismatched", 0)),
             )
         return cls(
             run_id=int(payload["run_id"]),
@@ -163,6 +184,17 @@ class BatchResult:
             batch_id=None if payload["batch_id"] is None else int(payload["batch_id"]),
             offset_order=bool(payload["offset_order"]),
         )
+
+
+def _checksums(report: TableReport | None) -> dict[str, int]:
+    """A table's row-checksum counts for the metrics, where any row was checked."""
+    if report is None or not (report.verified or report.unverified or report.mismatched):
+        return {}
+    return {
+        "checksums_verified": report.verified,
+        "checksums_unverified": report.unverified,
+        "checksums_mismatched": report.mismatched,
+    }
 
 
 def _applied(report: TableReport | None) -> int:

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest import order
+from ingest.apply import checksum
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import (
     ChangeSummary,
@@ -36,6 +37,7 @@ from ingest.model import (
     tso_to_datetime,
 )
 from ingest.mysql.types import UnknownTypeError, parse_mysql_type
+from ingest.pipeline import integrity
 from ingest.pipeline.context import BatchContext, BatchTable
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema
@@ -70,6 +72,10 @@ def apply_segment(
     path = table.address
     _ensure_table(spark, context, table, in_range, state)
     rows = segment_rows(dml, segment)
+    checked = integrity.checks(config)
+    if checked:
+        layouts = integrity.announced_layouts(context.schemas, table.id, (s.schema_version for s in in_range))
+        rows = integrity.checked_rows(config, rows, layouts)
     if context.ordering.by_offset:
         rows = context.ordering.fill(rows, apply_schema.column_defaults(spark, path))
     info = table_info(spark, path)
@@ -82,15 +88,21 @@ def apply_segment(
     if not info.key:
         raise SchemaChangeRejected(f"{table.id}: the Delta table at {path} has no key columns recorded")
     cached = spark_cached(
-        normalize(rows, info.schema, info.key, config.timezone, config.codec.binary_text, info.generated)
-    )
+        normalize(
+            rows, info.schema, info.key, config.timezone, config.codec.binary_text, info.generated,
+            checked=checked,
+        )
+    )  # fmt: skip
     try:
-        kept = _hold_below_bad_rows(spark, context, table, segment, cached, info, state, report, held_through)
+        kept = _hold_below_bad_rows(
+            spark, context, table, segment, cached, info, state, report, held_through, checked
+        )
         if kept is None:
             return state
-        segment, changes, bounds = kept
+        segment, changes, summary = kept
         applied = replace(state, applied_ts=max(state.applied_ts, segment.applied_ts))
-        result = _merge(spark, context, path, changes, info, applied, segment, bounds)
+        applied = integrity.record(report, applied, summary.checksums)
+        result = _merge(spark, context, path, changes, info, applied, segment, summary)
     finally:
         cached.unpersist()
     report.upserted += result.upserted
@@ -133,13 +145,14 @@ def _hold_below_bad_rows(
     state: TableState,
     report: TableReport,
     held_through: int | None,
+    checked: bool,
 ) -> tuple[order.Segment, DataFrame, ChangeSummary] | None:
     """Quarantine the segment's rows that do not convert. On the first pass the table stops just below the
     first of them, for the batch may yet fail on max-bad-ratio and a re-run after the fix must find those
     rows unapplied; the commit's A_T names that lower bound, so the second pass, or a re-run, applies the
     rest from there. Returns the (possibly shortened) segment, its changes and key bounds, or None when
-    nothing of it is to be merged now."""
-    summary = summarize(spark, changes, info.key, info.columns)
+    nothing of it is to be merged now. The summary's checksum counts are of the changes returned."""
+    summary = summarize(spark, changes, info.key, info.columns, checked=checked)
     bad_count, fresh = summary.bad, changes
     if bad_count and held_through is not None:
         # The first pass quarantined this table's bad rows up to ``held_through``; only later ones count.
@@ -149,6 +162,10 @@ def _hold_below_bad_rows(
         quarantine.write_unconvertible(spark, context.config.state_path, fresh, table.id, context.run_id)
         logger.warning("%s: quarantined %d rows whose values do not convert", table.id, bad_count)
         report.quarantined += bad_count
+    if held_through is not None and summary.checksums.mismatched:
+        # Mismatches up to held_through were counted by the first pass, which quarantined them.
+        fresh_mismatches = fresh.where(F.col(checksum.STATE_COLUMN) == checksum.STATE_MISMATCH).count()
+        summary = replace(summary, checksums=replace(summary.checksums, mismatched=fresh_mismatches))
     if not bad_count or held_through is not None:
         return segment, changes, summary
     report.held_through = segment.high
@@ -156,9 +173,12 @@ def _hold_below_bad_rows(
     assert first_bad is not None
     below = replace(segment, high=first_bad - 1, before_ddl=False)
     # Offset order admits rows below A_T again anyway, so there the table simply waits.
+    report.mismatched += summary.checksums.mismatched
     if context.ordering.by_offset or below.high < below.first_ts or below.high <= state.applied_ts:
         return None
-    return below, changes.where(F.col("commit_ts") <= below.high), summary
+    kept = changes.where(F.col("commit_ts") <= below.high)
+    kept_summary = summarize(spark, kept, info.key, info.columns, checked=checked) if checked else summary
+    return below, kept, replace(kept_summary, checksums=replace(kept_summary.checksums, mismatched=0))
 
 
 def _merge(

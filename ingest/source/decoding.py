@@ -52,6 +52,11 @@ DECODED = T.StructType(
         T.StructField("claim_check", T.StringType()),
         # A record's event index, for protocols whose records hold several events (null: one event).
         T.StructField("entry", T.LongType()),
+        # TiDB's row checksums as the record carries them (ingest.apply.checksum): of the new image, of the
+        # old one (0: no image, or none to check), and TiCDC's own verdict. Null: the record carries none.
+        T.StructField("checksum_current", T.LongType()),
+        T.StructField("checksum_previous", T.LongType()),
+        T.StructField("checksum_corrupted", T.BooleanType()),
     ]
 )
 _WIRE_TYPES: dict[c.WireType, T.DataType] = {
@@ -362,6 +367,8 @@ _AVRO_DECODED = T.StructType(
         T.StructField("commit_ts", T.LongType()),
         T.StructField("data", _MAP),
         T.StructField("schema_version", T.LongType()),
+        T.StructField("checksum_current", T.LongType()),
+        T.StructField("checksum_corrupted", T.BooleanType()),
         T.StructField(KEY_SCHEMA, T.LongType()),
     ]
 )
@@ -470,7 +477,7 @@ def _decode_changes(
 
 def _change_row(kind: str, error: str | None, change: ta.Change | None) -> tuple[Any, ...]:
     if change is None:
-        return (kind, error, *([None] * 7))
+        return (kind, error, *([None] * 9))
     return (
         kind,
         error,
@@ -480,5 +487,7 @@ def _change_row(kind: str, error: str | None, change: ta.Change | None) -> tuple
         change.commit_ts,
         list(change.data.items()),
         change.value_schema,
+        change.checksum,
+        change.corrupted,
         change.key_schema,
     )

@@ -141,7 +141,12 @@ def commit_progress(spark: SparkSession, state_path: str, stream_id: str, progre
         "resume": {str(k): v for k, v in sorted(progress.resume.items())},
         "watermarks": {str(k): v for k, v in sorted(progress.watermarks.items())},
         "tables": {
-            str(k): {"applied_ts": v.applied_ts, "ddl_ts": v.ddl_ts, "ddl_ids": sorted(v.ddl_ids)}
+            str(k): {
+                "applied_ts": v.applied_ts,
+                "ddl_ts": v.ddl_ts,
+                "ddl_ids": sorted(v.ddl_ids),
+                **v.checksum_fields(),
+            }
             for k, v in sorted(progress.tables.items())
         },
         "pending_rows": {str(k): v for k, v in sorted(progress.pending_rows.items())},
@@ -193,4 +198,6 @@ def _table_state(payload: dict[str, object]) -> TableState:
         applied_ts=int(str(payload["applied_ts"])),
         ddl_ts=int(str(payload["ddl_ts"])),
         ddl_ids=frozenset(str(i) for i in ids) if isinstance(ids, list) else frozenset(),
+        rows_verified=int(str(payload.get("rows_verified", 0))),
+        rows_unverified=int(str(payload.get("rows_unverified", 0))),
     )

@@ -82,6 +82,7 @@ def state_to_metadata(state: TableState, *, run_id: int, step: str, consistent: 
                 "ddl_ids": sorted(state.ddl_ids),
                 "run_id": run_id,
                 "step": step,
+                **state.checksum_fields(),
             }
         }
     ).decode()
@@ -122,6 +123,8 @@ def state_from_metadata(text: str | None) -> TableState | None:
         applied_ts=int(payload["applied_ts"]),
         ddl_ts=int(payload["ddl_ts"]),
         ddl_ids=frozenset(payload.get("ddl_ids", [])),
+        rows_verified=int(payload.get("rows_verified", 0)),
+        rows_unverified=int(payload.get("rows_unverified", 0)),
     )
 
 

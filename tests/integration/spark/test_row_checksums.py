@@ -1,0 +1,156 @@
+"""TiDB's row checksums, as TiCDC v8.3.0 sent them from a TiDB that writes them (the kit's CORPUS_CHECKSUM=1,
+tests/fixtures/corpora/checksums): every row image that carries one is verified against the values as they
+arrived, with no mismatch, over every type of the kit's type matrix and TIMESTAMPs written in a session time
+zone other than UTC. A copy with one value changed quarantines exactly that record as a mismatch, stops its
+table below it, and loses nothing else."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mirror import corpus_problems, corpus_rows
+from ticdc_fixture import CORPORA
+
+from ingest.config import IngestConfig
+from ingest.errors import TooManyBadRecords
+from ingest.model import TableId
+from ingest.pipeline import run_files
+from ingest.state.quarantine import read as read_quarantine
+from ingest.state.table_state import read_table_state
+
+CORPUS = CORPORA["checksums"]
+VARIANTS = {
+    "simple-json": {"protocol": "simple"},
+    "simple-avro": {"protocol": "simple", "simple-encoding": "avro"},
+}
+MISMATCH = re.compile(r"^checksum mismatch( in the old image)?: expected (\d+), computed (\d+)$")
+
+
+def config_for(records: Path, lake: Path, variant: str, **params: str) -> IngestConfig:
+    return IngestConfig.from_params(
+        {"input": str(records), "target-path": str(lake), **VARIANTS[variant], **params}
+    )
+
+
+def simple_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def message(record: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(base64.b64decode(record["value"]))
+
+
+def carried(records: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per table, the DML records that carry a checksum to check, and those that carry only zeros (the
+    halves of a split update), as TiCDC wrote them."""
+    verifiable: dict[str, int] = {}
+    unverifiable: dict[str, int] = {}
+    for record in records:
+        m = message(record)
+        if m.get("type") not in ("INSERT", "UPDATE", "DELETE"):
+            continue
+        name = f"{m['database']}.{m['table']}"
+        checks = m["checksum"]["current"] or m["checksum"]["previous"]
+        counter = verifiable if checks else unverifiable
+        counter[name] = counter.get(name, 0) + 1
+    return verifiable, unverifiable
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_row_that_carries_a_checksum_is_verified_with_no_mismatch(spark, tmp_path, variant):
+    config = config_for(CORPUS / variant / "records.jsonl", tmp_path / "lake", variant)
+    result = run_files(spark, config)
+    assert result.quarantined == 0
+    assert corpus_problems(spark, config, CORPUS) == {}
+    verifiable, unverifiable = carried(simple_records(CORPUS / "simple-json" / "records.jsonl"))
+    assert sum(verifiable.values()) > 40 and sum(unverifiable.values()) > 0  # the corpus has both
+    reported = {
+        str(t): (r.verified, r.unverified, r.mismatched) for t, r in result.tables.items() if r.verified
+    }
+    assert reported == {t: (n, unverifiable.get(t, 0), 0) for t, n in verifiable.items()}
+    # What each table's own commits carry (and status shows), since the mirror began.
+    for name, n in verifiable.items():
+        state = read_table_state(spark, config.mirror.address(TableId(*name.split("."))))
+        assert state is not None and (state.rows_verified, state.rows_unverified) == (
+            n,
+            unverifiable.get(name, 0),
+        )
+
+
+def _mutate(records: list[dict[str, Any]], where: dict[str, Any], image: str, column: str, value: Any) -> int:
+    """Change one value of the one DML record matching ``where``; its offset."""
+    found = []
+    for record in records:
+        m = message(record)
+        if m.get("type") in ("INSERT", "UPDATE", "DELETE") and all(
+            m.get(k) == v if k in ("table", "type") else (m.get("data") or m.get("old") or {}).get(k) == v
+            for k, v in where.items()
+        ):
+            found.append(record)
+    assert len(found) == 1, where
+    m = message(found[0])
+    assert m[image][column] != value
+    m[image][column] = value
+    found[0]["value"] = base64.b64encode(json.dumps(m).encode()).decode()
+    return int(found[0]["offset"])
+
+
+# One changed value per type family, each in a record that is the last change of its row: an INSERT's new
+# image (TIMESTAMP written in Asia/Shanghai, INT, JSON, the largest subnormal DOUBLE), an UPDATE's old image.
+MUTATIONS = [
+    (
+        {"table": "t_cpk", "type": "INSERT", "k1": "4"},
+        "data",
+        "v_ts",
+        {"location": "UTC", "value": "2024-06-01 00:00:00.6"},
+    ),
+    ({"table": "t_gen", "type": "INSERT", "id": "3"}, "data", "a", "-4"),
+    ({"table": "t_uk", "type": "INSERT", "u_code": "txn-row"}, "data", "c_json", '{"t": "y"}'),
+    ({"table": "t_types", "type": "INSERT", "id": "10"}, "data", "c_double", "-2.225073858507201e-308"),
+    ({"table": "t_uk", "type": "UPDATE", "u_code": "SN-1"}, "old", "c_added_dec", "3.1401"),
+]
+
+
+def test_a_changed_value_is_quarantined_as_a_mismatch_and_its_table_stops_below_it(spark, tmp_path):
+    records = simple_records(CORPUS / "simple-json" / "records.jsonl")
+    assert [r["offset"] for r in records] == list(range(len(records)))  # one topic, one partition
+    changed = {}
+    for where, image, column, value in MUTATIONS:
+        offset = _mutate(records, where, image, column, value)
+        changed[offset] = (f"acc.{where['table']}", image)
+    path = tmp_path / "in" / "records.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    config = config_for(path, tmp_path / "lake", "simple-json")
+    with pytest.raises(TooManyBadRecords):
+        run_files(spark, config)
+    quarantined = {r["offset"]: r for r in read_quarantine(spark, config.state_path).collect()}
+    assert set(quarantined) == set(changed)
+    for offset, (table, image) in changed.items():
+        found = MISMATCH.match(quarantined[offset]["error"])
+        assert found, quarantined[offset]["error"]
+        assert bool(found.group(1)) == (image == "old")
+        assert found.group(2) != found.group(3)
+        assert quarantined[offset]["table"] == table
+        assert bytes(quarantined[offset]["value"]) == base64.b64decode(records[offset]["value"])
+    # Each table with a mismatch stopped just below it; nothing wrong was applied.
+    commits = {int(r["offset"]): message(r)["commitTs"] for r in records if r["offset"] in changed}
+    for offset, (table, _) in changed.items():
+        state = read_table_state(spark, config.mirror.address(TableId(*table.split("."))))
+        assert state is None or state.applied_ts < commits[offset]
+    # Tolerated, the rest lands: every table equals upstream but for the rows of the quarantined changes.
+    run_files(spark, config_for(path, tmp_path / "lake", "simple-json", **{"max-bad-ratio": "0.2"}))
+    assert read_quarantine(spark, config.state_path).count() == len(changed)  # each once
+    problems = corpus_problems(spark, config, CORPUS)
+    assert set(problems) == {"acc.t_cpk", "acc.t_gen", "acc.t_uk", "acc.t_types"}
+    rows = {name: corpus_rows(spark, config, name) for name in problems}
+    assert not any(r["k1"] == 4 and r["k2"] == "tz" for r in rows["acc.t_cpk"])
+    assert not any(r["id"] == 3 for r in rows["acc.t_gen"])
+    assert not any(r["id"] == 10 for r in rows["acc.t_types"])
+    uk = {r["u_code"]: r for r in rows["acc.t_uk"]}
+    assert "txn-row" not in uk and str(uk["SN-1"]["c_added_dec"]) == "3.1400"
