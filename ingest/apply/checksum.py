@@ -117,8 +117,8 @@ def _with_length(data: Column) -> Column:
 
 
 def _integer_hex(raw: Column) -> Column:
-    """Integer text (signed, or unsigned up to 2^64 - 1) -> its 64-bit two's complement, little-endian, as hex;
-    null for text that is not such a number."""
+    """Integer text (signed, or unsigned up to 2^64 - 1) -> its 64-bit two's complement, little-endian, as
+    hex; null for text that is not such a number."""
 
     def bits(wide: Column) -> Column:
         return F.when(wide >= F.lit(_TWO_TO_63).cast(_WIDE), wide - F.lit(_TWO_TO_64).cast(_WIDE)).otherwise(
