@@ -37,6 +37,9 @@ class TableStatus:
     last_ddl: str = ""
     stopped: str = ""  # the DDL it stopped before (refused, not applied since), if any
     failed: str = ""  # the error it stopped on in the last run (not a refused DDL), if any
+    # Rows applied while row checksums were checked, since the mirror began: verified, and carrying none.
+    rows_verified: int = 0
+    rows_unverified: int = 0
 
 
 def command(
@@ -114,6 +117,8 @@ def _line(
         last_ddl=last_ddl.get(str(table), ""),
         stopped=stopped.get(str(table), ""),
         failed=committed.failed.get(table, ""),
+        rows_verified=state.rows_verified if state else 0,
+        rows_unverified=state.rows_unverified if state else 0,
     )
 
 
@@ -217,6 +222,7 @@ def render(committed: progress.Progress, tables: list[TableStatus], now: datetim
             f"{t.table!s:<28} {t.applied_ts:>20}  {_when(t.applied_ts):<32} {_lag(t.applied_ts, now):>8} "
             f"{t.rows:>9} {t.pending:>8} {t.quarantined:>5}  {_when(t.ddl_ts):<32}  {ddl or '-'}"
         )
+    lines.extend(_checksum_lines(tables))
     for t in tables:
         if t.stopped:
             lines.append(
@@ -225,6 +231,19 @@ def render(committed: progress.Progress, tables: list[TableStatus], now: datetim
         elif t.failed:
             lines.append(f"STOPPED {t.table}: {t.failed}")
     return "\n".join(lines)
+
+
+def _checksum_lines(tables: list[TableStatus]) -> list[str]:
+    """Per table whose rows were checked, the share of its applied rows whose TiDB checksum matched."""
+    lines = []
+    for t in tables:
+        checked = t.rows_verified + t.rows_unverified
+        if checked:
+            lines.append(
+                f"row checksums {t.table}: {100 * t.rows_verified / checked:.1f}% of {checked} rows verified "
+                f"({t.rows_unverified} carried none to check)"
+            )
+    return lines
 
 
 def _last_ddls(spark: SparkSession, state_path: str) -> tuple[dict[str, str], dict[str, str]]:
