@@ -13,6 +13,7 @@ SECTIONS = (
     "## Machine",
     "## Workload",
     "## Decode",
+    "## Row checksums",
     "## End-to-end apply",
     "## Naive baseline",
     "## Append-only ingester",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from bench import apply, change_feed, decode, ingester, scaling, small_files, tables
+from bench import apply, change_feed, checksums, decode, ingester, scaling, small_files, tables
 from bench.context import Bench
 from bench.machine import MemorySampler, machine
 from bench.report import render
@@ -36,10 +36,11 @@ from ingest.spark import local_session
 logger = logging.getLogger("bench")
 
 
-STEPS = ("decode", "apply", "ingester", "change_feed", "tables", "small_files", "scaling")
+STEPS = ("decode", "checksums", "apply", "ingester", "change_feed", "tables", "small_files", "scaling")
 # Each step's measurement, in a module of its own named after it.
 MEASURE: dict[str, Callable[[Bench], None]] = {
     "decode": decode.decode,
+    "checksums": checksums.checksums,
     "apply": apply.apply,
     "ingester": ingester.ingester,
     "change_feed": change_feed.change_feed,

@@ -12,8 +12,13 @@ TARGET_BARE_MERGE = 1.0
 TARGET_IDLE_TABLES = 1.2
 TARGET_FROM_JSON = 0.85
 TARGET_INGESTER = 0.5
+TARGET_CHECKSUMS = 1.3
 
 
+CHECKSUMS_MISSED = (
+    "each column's bytes are built as hex text in the JVM (Spark SQL has no little-endian or double-bits "
+    "function), from the wire text of every column of both images"
+)
 DECODE_MISSED = (
     "Spark's `from_json` alone (Jackson into UnsafeRows holding string maps, no classification and no "
     "output columns) parses at about a third of orjson's rate per CPU-second, see the line under the "

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import ingest.pipeline.integrity as integrity
 from ingest.apply import schema as apply_schema
 from ingest.apply.merge import (
     apply_merge,
@@ -29,7 +30,6 @@ from ingest.decode import debezium
 from ingest.decode import ticdc_avro as ta
 from ingest.errors import ConfigError
 from ingest.model import PartitionId, Position, TableId, TableState, tso_to_datetime
-from ingest.pipeline import integrity
 from ingest.pipeline.batch import (
     NO_PARTITION,
     PartitionRead,

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import ingest.pipeline.integrity as integrity
 from ingest import order
 from ingest.apply import checksum
 from ingest.apply import schema as apply_schema
@@ -37,7 +38,6 @@ from ingest.model import (
     tso_to_datetime,
 )
 from ingest.mysql.types import UnknownTypeError, parse_mysql_type
-from ingest.pipeline import integrity
 from ingest.pipeline.context import BatchContext, BatchTable
 from ingest.pipeline.report import TableReport
 from ingest.plan import schema as plan_schema

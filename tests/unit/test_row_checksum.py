@@ -1,17 +1,19 @@
-"""What each column adds to TiDB's row checksum, computed by Spark from the wire text, against the bytes
-TiDB's ``appendDatumForChecksum`` appends (written out here with ``struct``), and the CRC-32 of a whole row
-against ``zlib``. TIMESTAMPs from a zone other than UTC, which the kit's corpora (a UTC TiCDC server) cannot
-carry: Simple names the zone next to the value, Avro's text is in the changefeed's configured zone."""
+"""What each column adds to TiDB's row checksum, computed from the wire text a column at a time, against the
+bytes TiDB's ``appendDatumForChecksum`` appends (written out here with ``struct``), and the CRC-32 of whole
+rows against ``zlib``. TIMESTAMPs from a zone other than UTC, which the kit's corpora (a UTC TiCDC server)
+cannot carry: Simple names the zone next to the value, Avro's text is in the changefeed's configured zone.
+The corpora's own checksums are verified through Spark in tests/integration (test_row_checksums)."""
 
 from __future__ import annotations
 
 import struct
 import zlib
 
-from pyspark.sql import functions as F
+import pyarrow as pa
 
-from ingest.apply import checksum
-from ingest.model import Column, ColumnKind, ColumnType
+from ingest.apply.checksum import encoding
+from ingest.decode import row_checksum as rc
+from ingest.model import ColumnKind
 
 
 def _int(v: int) -> str:
@@ -76,29 +78,42 @@ CASES = [
 ]
 
 
-def test_each_column_adds_the_bytes_tidb_appends(spark):
-    frame = spark.createDataFrame([(raw,) for _, raw, _, _ in CASES], "raw string")
-    pieces = [
-        checksum.column_hex(F.col("raw"), Column("c", ColumnType(kind)), zone).alias(f"c{i}")
-        for i, (kind, _, zone, _) in enumerate(CASES)
-    ]
-    rows = frame.select(*pieces).collect()
-    found = {i: rows[i][f"c{i}"] for i in range(len(CASES))}
+def test_each_column_adds_the_bytes_tidb_appends():
+    found = {}
+    for i, (kind, raw, zone, _) in enumerate(CASES):
+        pieces, bad = rc.encode(pa.array([raw, None]), encoding(kind), zone)
+        assert pieces.to_pylist()[1] == b"" and not bad.any()  # NULL adds nothing
+        found[i] = pieces.to_pylist()[0].hex().upper()
     assert found == {i: expected for i, (_, _, _, expected) in enumerate(CASES)}
 
 
-def test_a_row_sums_its_columns_in_order_and_leaves_out_nulls_and_virtual_columns(spark):
-    columns = (
-        Column("id", ColumnType(K.INT)),
-        Column("v", ColumnType(K.INT), virtual=True, expression="id * 2"),
-        Column("note", ColumnType(K.VARCHAR)),
-        Column("d", ColumnType(K.DOUBLE)),
+def test_a_row_sums_its_columns_in_order_and_a_value_that_does_not_read_matches_nothing():
+    columns = [rc.SumColumn("id", rc.INTEGER), rc.SumColumn("note", rc.TEXT), rc.SumColumn("d", rc.REAL)]
+    values = {
+        "id": pa.array(["7", "seven", "8"]),
+        "note": pa.array([None, "x", "y"]),
+        "d": pa.array(["2.5", "1", "nan?"]),
+    }
+    sums = rc.checksums(values, columns, "UTC", 3)
+    assert sums == [zlib.crc32(bytes.fromhex(_int(7) + _double(2.5))), None, None]
+
+
+def test_each_image_is_summed_under_its_own_schema_version():
+    layouts = {
+        1: [rc.SumColumn("id", rc.INTEGER)],
+        2: [rc.SumColumn("id", rc.INTEGER), rc.SumColumn("v", rc.TEXT)],
+    }
+    data = pa.array(
+        [[("id", "1")], [("id", "2"), ("v", "a")], [("id", "3")]], pa.map_(pa.string(), pa.string())
     )
-    layout = checksum.Layout.of(columns)
-    image = F.create_map(
-        F.lit("id"), F.lit("7"), F.lit("note"), F.lit(None).cast("string"), F.lit("d"), F.lit("2.5")
-    )
-    got = spark.range(1).select(checksum.row_checksum(image, layout, "UTC").alias("c")).first()["c"]
-    assert got == zlib.crc32(bytes.fromhex(_int(7) + _double(2.5)))
-    wrong = F.create_map(F.lit("id"), F.lit("seven"))
-    assert spark.range(1).select(checksum.row_checksum(wrong, layout, "UTC").alias("c")).first()["c"] is None
+    old = pa.array([None, [("id", "2"), ("v", "b")], None], pa.map_(pa.string(), pa.string()))
+    sums = rc.image_sums(
+        pa.array(["INSERT", "UPDATE", "DELETE"]), pa.array([1, 2, 9]), data, old,
+        pa.array([5, 5, 0]), pa.array([0, 5, 5]), layouts, "UTC",
+    ).to_pylist()  # fmt: skip
+    assert sums[0] == {"new": zlib.crc32(bytes.fromhex(_int(1))), "old": None}
+    assert sums[1] == {
+        "new": zlib.crc32(bytes.fromhex(_int(2) + _text(b"a"))),
+        "old": zlib.crc32(bytes.fromhex(_int(2) + _text(b"b"))),
+    }
+    assert sums[2] == {"new": None, "old": None}  # a version with no layout: nothing to match
