@@ -16,8 +16,11 @@ TARGET_CHECKSUMS = 1.3
 
 
 CHECKSUMS_MISSED = (
-    "each column's bytes are built as hex text in the JVM (Spark SQL has no little-endian or double-bits "
-    "function), from the wire text of every column of both images"
+    "the sum runs in an Arrow UDF: each checked record's row images (every column, both images of an "
+    "UPDATE) go from the JVM to a Python worker and back, and about half the added CPU is that transfer. "
+    "Spark SQL has no function for a double's bits or little-endian bytes; built from its string and "
+    "math functions the sums of a wide table outgrow the 64 KB Java method and run uncompiled, at 7-12x "
+    "(see What was tried)"
 )
 DECODE_MISSED = (
     "Spark's `from_json` alone (Jackson into UnsafeRows holding string maps, no classification and no "
