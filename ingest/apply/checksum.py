@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -81,6 +82,13 @@ _COMPUTED_NEW, _COMPUTED_OLD = "_checksum_new", "_checksum_old"
 _SUMS = T.StructType([T.StructField("new", T.LongType()), T.StructField("old", T.LongType())])
 
 
+def _arrow_inputs() -> list[Any]:
+    import pyarrow as pa
+
+    image = pa.map_(pa.string(), pa.string())
+    return [pa.string(), pa.int64(), image, image, pa.int64(), pa.int64()]
+
+
 def encoding(kind: ColumnKind) -> str:
     """How a column's wire text goes into the checksum (``ingest.decode.row_checksum``)."""
     if kind in _INTEGERS:
@@ -103,11 +111,37 @@ def _sums(layouts: Mapping[int, Layout], timezone: str) -> Callable[..., Column]
         for v, layout in layouts.items()
     }
 
-    @F.arrow_udf(_SUMS)  # type: ignore[attr-defined]
     def sums(typ, version, data, old, current, previous):  # type: ignore[no-untyped-def]
         return rc.image_sums(typ, version, data, old, current, previous, plain, timezone)
 
-    return sums  # type: ignore[no-any-return]
+    return _arrow_udf(sums)
+
+
+def _arrow_udf(function: Callable[..., Any]) -> Callable[..., Column]:
+    """``function`` (Arrow arrays in, a struct array out) as a UDF: an Arrow UDF where pyspark has them (4.1
+    on), else a pandas UDF that hands it the same arrays (Databricks Runtime 17, Spark 4.0)."""
+    arrow_udf = getattr(F, "arrow_udf", None)
+    if arrow_udf is not None:
+        return arrow_udf(_SUMS)(function)  # type: ignore[no-any-return]
+
+    import pandas as pd
+    import pyarrow as pa
+
+    def on_pandas(
+        typ: pd.Series,
+        version: pd.Series,
+        data: pd.Series,
+        old: pd.Series,
+        current: pd.Series,
+        previous: pd.Series,
+    ) -> pd.DataFrame:
+        series = (typ, version, data, old, current, previous)
+        arrays = [pa.array(s.tolist(), t) for s, t in zip(series, _arrow_inputs(), strict=True)]
+        result = function(*arrays)
+        flat = pa.Table.from_arrays(result.flatten(), names=[f.name for f in _SUMS.fields])
+        return flat.to_pandas(integer_object_nulls=True)
+
+    return F.pandas_udf(on_pandas, _SUMS)  # type: ignore[attr-defined,no-any-return]
 
 
 def _mismatch(which: str, expected: Column, computed: Column) -> Column:

@@ -173,3 +173,36 @@ def test_a_changed_value_is_quarantined_as_a_mismatch_and_its_table_stops_below_
             n,
             unverifiable.get(name, 0),
         )
+
+
+def test_without_arrow_udfs_a_pandas_udf_sums_the_same(spark, monkeypatch):
+    """pyspark before 4.1 (Databricks Runtime 17) has no Arrow UDF: the same sums run in a pandas UDF."""
+    from pyspark.sql import functions as F
+
+    from ingest.apply import checksum
+    from ingest.decode import simple as sp
+    from ingest.decode.compression import Compression
+    from ingest.decode.simple_schema import parse_table_schema
+    from ingest.source.decoding import decode_json, prepare_payload
+    from ingest.source.files import read_messages
+
+    layouts = {}
+    for record in simple_records(CORPUS / "simple-json" / "records.jsonl"):
+        schema = message(record).get("tableSchema")
+        if schema:
+            announced = parse_table_schema(schema)
+            layouts[announced.version] = checksum.Layout.of(announced.schema.columns)
+    codec = sp.codec()
+    messages = read_messages(spark, str(CORPUS / "simple-json"), {})
+    decoded = decode_json(prepare_payload(messages, Compression.NONE, codec), codec).where("kind = 'dml'")
+
+    def states() -> dict[int, str]:
+        judged = checksum.checked(decoded, layouts, "UTC", require=False, deletes_carry_none=False)
+        return {r["offset"]: r[checksum.STATE_COLUMN] for r in judged.collect()}
+
+    with_arrow = states()
+    monkeypatch.delattr(F, "arrow_udf", raising=False)
+    assert states() == with_arrow
+    verifiable, _ = carried(simple_records(CORPUS / "simple-json" / "records.jsonl"))
+    assert sorted(with_arrow.values()).count(checksum.STATE_VERIFIED) == sum(verifiable.values())
+    assert checksum.STATE_MISMATCH not in with_arrow.values()
