@@ -221,6 +221,8 @@ class TableSignature:
     rows: int
     # Simple protocol: the schema version the rows name (their types come from the schema cache).
     schema_version: int | None = None
+    # Rows that carry row-checksum fields (Simple with the changefeed's integrity check on).
+    checksummed: int = 0
 
 
 # Marks the step of a commit that pauses a table's change data feed for a whole-table rewrite.

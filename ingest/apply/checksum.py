@@ -141,6 +141,12 @@ def _arrow_udf(function: Callable[..., Any]) -> Callable[..., Column]:
         flat = pa.Table.from_arrays(result.flatten(), names=[f.name for f in _SUMS.fields])
         return flat.to_pandas(integer_object_nulls=True)
 
+    # pyspark reads the annotations to tell the UDF's kind; under postponed evaluation they are strings it
+    # cannot resolve from here.
+    on_pandas.__annotations__ = {
+        **dict.fromkeys(("typ", "version", "data", "old", "current", "previous"), pd.Series),
+        "return": pd.DataFrame,
+    }
     return F.pandas_udf(on_pandas, _SUMS)  # type: ignore[attr-defined,no-any-return]
 
 

@@ -103,6 +103,7 @@ class WriterSchema:
     columns: tuple[AvroColumn, ...]
     has_extension: bool
     text: str = field(repr=False, compare=False)
+    has_checksum: bool = False  # the changefeed's integrity check put the row checksum into the value
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -133,14 +134,15 @@ def parse_writer_schema(schema_id: int, text: str) -> WriterSchema:
     database = namespace.rsplit(".", 1)[-1]
     table = TableId(database, str(schema["name"]))
     columns: list[AvroColumn] = []
-    extension = False
+    extension = checksum = False
     for entry in schema["fields"]:
         name = str(entry["name"])
         if name in EXTENSION_FIELDS:
             extension = extension or name == FIELD_COMMIT_TS
+            checksum = checksum or name == FIELD_CHECKSUM
             continue
         columns.append(_column(schema_id, name, entry))
-    return WriterSchema(schema_id, table, tuple(columns), extension, text)
+    return WriterSchema(schema_id, table, tuple(columns), extension, text, checksum)
 
 
 def _column(schema_id: int, name: str, entry: Mapping[str, Any]) -> AvroColumn:

@@ -72,9 +72,15 @@ def type_signatures(dml: DataFrame) -> list[TableSignature]:
 
 
 def simple_signatures(dml: DataFrame) -> list[TableSignature]:
+    carries = F.col("checksum_current").isNotNull() | F.col("checksum_previous").isNotNull()
     rows = (
         dml.groupBy("database", "table", "schema_version")
-        .agg(F.min("commit_ts").alias("lo"), F.max("commit_ts").alias("hi"), F.count("*").alias("n"))
+        .agg(
+            F.min("commit_ts").alias("lo"),
+            F.max("commit_ts").alias("hi"),
+            F.count("*").alias("n"),
+            F.count(F.when(carries, 1)).alias("checksummed"),
+        )
         .collect()
     )
     return [
@@ -86,6 +92,7 @@ def simple_signatures(dml: DataFrame) -> list[TableSignature]:
             max_commit_ts=int(r["hi"]),
             rows=int(r["n"]),
             schema_version=int(r["schema_version"]),
+            checksummed=int(r["checksummed"]),
         )
         for r in rows
     ]

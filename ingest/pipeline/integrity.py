@@ -15,9 +15,11 @@ from ingest.pipeline.report import TableReport
 from ingest.state import schema_cache
 
 
-def checks(config: IngestConfig) -> bool:
-    """Whether this configuration checks row checksums at all."""
-    return config.row_checksums is not RowChecksums.OFF and config.codec.has_checksums
+def checks(config: IngestConfig, carried: bool) -> bool:
+    """Whether rows are checked: where some carry checksums (``carried``), or all must."""
+    if config.row_checksums is RowChecksums.OFF or not config.codec.has_checksums:
+        return False
+    return carried or config.row_checksums is RowChecksums.REQUIRE
 
 
 def announced_layouts(
@@ -32,10 +34,12 @@ def announced_layouts(
 
 
 def writer_layouts(book: ta.SchemaBook) -> dict[int, checksum.Layout]:
-    """TiCDC Avro: the checksum layout of each writer schema (in column-id order when checksums are on)."""
+    """TiCDC Avro: the checksum layout of each writer schema that has the checksum field (its columns are
+    in column-id order when checksums are on)."""
     return {
         sid: checksum.Layout.of([c.column for c in writer.columns])
         for sid, (writer, _) in book.schemas.items()
+        if writer.has_checksum
     }
 
 

@@ -307,9 +307,10 @@ def _merge_read(
     if segment is not None and (segment.after_ts or segment.through_ts is not None):
         rows = within_commit_ts(rows, segment.after_ts, segment.through_ts)
         newest = newest if segment.through_ts is None else segment.through_ts
-    checked = integrity.checks(config)
+    layouts = integrity.writer_layouts(book)
+    checked = integrity.checks(config, bool(layouts))
     if checked:
-        rows = integrity.checked_rows(config, rows, integrity.writer_layouts(book))
+        rows = integrity.checked_rows(config, rows, layouts)
     rows = _ORDERING.fill(rows, apply_schema.column_defaults(spark, path))
     changes = cached(
         normalize(

@@ -72,7 +72,7 @@ def apply_segment(
     path = table.address
     _ensure_table(spark, context, table, in_range, state)
     rows = segment_rows(dml, segment)
-    checked = integrity.checks(config)
+    checked = integrity.checks(config, any(s.checksummed for s in in_range))
     if checked:
         layouts = integrity.announced_layouts(context.schemas, table.id, (s.schema_version for s in in_range))
         rows = integrity.checked_rows(config, rows, layouts)

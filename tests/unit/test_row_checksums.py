@@ -45,3 +45,18 @@ def test_the_batch_result_keeps_each_tables_checksum_counts():
     assert BatchResult.from_json(result.to_json()) == result
     assert result.metrics()["tables"]["shop.orders"]["checksums_verified"] == 40
     assert "row checksums: 40 verified, 2 carried none, 1 mismatched" in report.describe()
+
+
+def test_rows_are_checked_where_some_carry_checksums_or_all_must():
+    from ingest.pipeline import integrity
+
+    def config(**params: str) -> IngestConfig:
+        return IngestConfig.from_params({**BASE, "protocol": "simple", **params})
+
+    assert integrity.checks(config(), carried=True)
+    assert not integrity.checks(
+        config(), carried=False
+    )  # a changefeed without the integrity check pays nothing
+    assert integrity.checks(config(**{"row-checksums": "require"}), carried=False)
+    assert not integrity.checks(config(**{"row-checksums": "off"}), carried=True)
+    assert not integrity.checks(IngestConfig.from_params(BASE), carried=True)  # canal-json carries none

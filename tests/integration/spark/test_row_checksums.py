@@ -206,3 +206,31 @@ def test_without_arrow_udfs_a_pandas_udf_sums_the_same(spark, monkeypatch):
     verifiable, _ = carried(simple_records(CORPUS / "simple-json" / "records.jsonl"))
     assert sorted(with_arrow.values()).count(checksum.STATE_VERIFIED) == sum(verifiable.values())
     assert checksum.STATE_MISMATCH not in with_arrow.values()
+
+
+def test_require_refuses_every_row_of_a_changefeed_without_the_integrity_check(spark, tmp_path):
+    from ticdc_fixture import CORPUS as PLAIN  # TiCDC's records of the same history, without checksums
+
+    config = config_for(
+        PLAIN / "simple-json" / "records.jsonl",
+        tmp_path / "lake",
+        "simple-json",
+        **{"row-checksums": "require"},
+    )
+    with pytest.raises(TooManyBadRecords):
+        run_files(spark, config)
+    quarantined = read_quarantine(spark, config.state_path).collect()
+    dml = [
+        r
+        for r in simple_records(PLAIN / "simple-json" / "records.jsonl")
+        if message(r).get("type") in ("INSERT", "UPDATE", "DELETE")
+    ]
+    # Each table stops at its first row: that row of each table is quarantined, nothing is applied.
+    assert quarantined and all(
+        r["error"].startswith("no row checksum, and row-checksums = require") for r in quarantined
+    )
+    assert {r["table"] for r in quarantined} == {
+        f"{message(r)['database']}.{message(r)['table']}" for r in dml
+    }
+    for table in {r["table"] for r in quarantined}:
+        assert not corpus_rows(spark, config, table), table
