@@ -40,13 +40,6 @@ class Counts:
     unverified: int = 0
     mismatched: int = 0
 
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(
-            self.verified + other.verified,
-            self.unverified + other.unverified,
-            self.mismatched + other.mismatched,
-        )
-
 
 NO_COUNTS = Counts()
 
