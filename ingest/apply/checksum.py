@@ -162,8 +162,8 @@ def checked(
     checksum go to the Python worker.
     """
     current, previous = F.col("checksum_current"), F.col("checksum_previous")
-    carries = (F.coalesce(current, F.lit(0)) != 0) | (F.coalesce(previous, F.lit(0)) != 0)
     checks_new, checks_old = F.coalesce(current, F.lit(0)) != 0, F.coalesce(previous, F.lit(0)) != 0
+    carries = checks_new | checks_old
     sums = _sums(layouts, timezone)(
         F.col("type"), F.col("schema_version"), F.when(carries, F.col("data")), F.when(carries, F.col("old")),
         current, previous,

@@ -153,13 +153,7 @@ def normalize(
             )
         problems.append(problem)
     values.update(_computed(schema, generated, values))
-    extra: list[Column] = []
-    if checked:
-        problem = F.col(checksum.PROBLEM_COLUMN)
-        problems.insert(0, F.when(problem != "", problem))
-        # A key-changing UPDATE is two changes of one record: only its upsert counts it.
-        counted = F.coalesce(F.col(checksum.STATE_COLUMN), F.lit(checksum.STATE_NONE))
-        extra.append(F.when(is_upsert | (typ == delete), counted).alias(checksum.STATE_COLUMN))
+    extra = _checksum_verdict(problems, is_upsert | (typ == delete)) if checked else []
     return exploded.select(
         *MESSAGE_COLUMNS,
         "commit_ts",
@@ -169,6 +163,15 @@ def normalize(
         F.concat_ws("; ", *problems).alias(BAD_COLUMN),
         *extra,
     )
+
+
+def _checksum_verdict(problems: list[Column], counts: Column) -> list[Column]:
+    """A checksum mismatch first among a change's problems, and the record's checksum state on the one of
+    its changes that ``counts`` it (a key-changing UPDATE is two changes of one record)."""
+    problem = F.col(checksum.PROBLEM_COLUMN)
+    problems.insert(0, F.when(problem != "", problem))
+    state = F.coalesce(F.col(checksum.STATE_COLUMN), F.lit(checksum.STATE_NONE))
+    return [F.when(counts, state).alias(checksum.STATE_COLUMN)]
 
 
 def _computed(

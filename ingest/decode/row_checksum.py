@@ -29,11 +29,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.model import Op
+
 INTEGER, WIDE_INTEGER, REAL, SINGLE, TEXT, BINARY, TIMESTAMP, NOTHING = (
     "integer", "wide-integer", "double", "float", "text", "binary", "timestamp", "nothing",
 )  # fmt: skip
 _UTC = "UTC"
-_ZERO_DATE_PREFIXES = ("0000-",)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ def image_sums(
     layout; null where there is none to compute, or the version has no layout."""
     n = len(typ)
     sums: dict[str, list[int | None]] = {"new": [None] * n, "old": [None] * n}
-    is_delete = pc.fill_null(pc.equal(typ, "DELETE"), False).to_numpy(zero_copy_only=False)
+    is_delete = pc.fill_null(pc.equal(typ, Op.DELETE.value), False).to_numpy(zero_copy_only=False)
     has_current = pc.fill_null(pc.not_equal(current, 0), False).to_numpy(zero_copy_only=False)
     has_previous = pc.fill_null(pc.not_equal(previous, 0), False).to_numpy(zero_copy_only=False)
     versions = pc.fill_null(version, -1).to_numpy(zero_copy_only=False)

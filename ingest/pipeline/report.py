@@ -45,6 +45,11 @@ class TableReport:
         self.held_through = later.held_through
         self.stopped = later.stopped or self.stopped
 
+    @property
+    def checked(self) -> bool:
+        """Whether any of its rows' checksums were checked."""
+        return bool(self.verified or self.unverified or self.mismatched)
+
     def describe(self) -> str:
         applied = (
             f"applied up to TSO {self.applied_ts} ({tso_to_datetime(self.applied_ts).isoformat()})"
@@ -55,7 +60,7 @@ class TableReport:
         checked = (
             f"; row checksums: {self.verified} verified, {self.unverified} carried none, "
             f"{self.mismatched} mismatched"
-            if self.verified or self.unverified or self.mismatched
+            if self.checked
             else ""
         )
         return (
@@ -188,7 +193,7 @@ class BatchResult:
 
 def _checksums(report: TableReport | None) -> dict[str, int]:
     """A table's row-checksum counts for the metrics, where any row was checked."""
-    if report is None or not (report.verified or report.unverified or report.mismatched):
+    if report is None or not report.checked:
         return {}
     return {
         "checksums_verified": report.verified,
